@@ -1,0 +1,254 @@
+"""The env registry: ids ``family:Name-vN``, kwargs and difficulty variants, plugins.
+
+Every registered id is also registered with gymnasium, with the family's colon turned into a
+dash (gymnasium reads a colon as ``module:id``): ``gymnasium.make("palaestra/game-Wordle-v0")``
+once ``palaestra`` is imported, or ``gymnasium.make("palaestra:palaestra/game-Wordle-v0")``,
+which imports it first. :func:`gymnasium_id` gives the mapping.
+
+Third-party packages register envs through the entry-point group ``palaestra.envs``: the
+entry point names a callable (called with no arguments) or a module (imported), which
+calls :func:`register`::
+
+    [project.entry-points."palaestra.envs"]
+    my_envs = "my_package.envs:register_envs"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import fnmatch
+import importlib
+import inspect
+import re
+import threading
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+import gymnasium as gym
+
+from palaestra.core.env import Env
+
+ENTRY_POINT_GROUP = "palaestra.envs"
+GYMNASIUM_NAMESPACE = "palaestra"
+
+_ID_PATTERN = re.compile(
+    r"^(?P<family>[a-z][a-z0-9_]*):(?P<name>[A-Za-z0-9][A-Za-z0-9_.]*(?:-[A-Za-z0-9_.]+)*)-v(?P<version>\d+)$"
+)
+
+EnvCreator = Callable[..., Env]
+
+
+class UnknownEnvError(KeyError):
+    """Raised by :func:`make` and :func:`spec` for an id that is not registered."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Everything needed to build one registered env.
+
+    ``entry_point`` is a class or factory, or a ``"module.path:ClassName"`` string that is
+    imported only when the env is made (so registering costs nothing).
+    """
+
+    id: str
+    entry_point: str | EnvCreator
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    description: str | None = None
+
+    @property
+    def family(self) -> str:
+        return _parse_id(self.id)["family"]
+
+    @property
+    def name(self) -> str:
+        return _parse_id(self.id)["name"]
+
+    @property
+    def version(self) -> int:
+        return int(_parse_id(self.id)["version"])
+
+    def load(self) -> EnvCreator:
+        """Resolve the entry point to a callable."""
+        if callable(self.entry_point):
+            return self.entry_point
+        module_name, _, attribute = self.entry_point.partition(":")
+        if not attribute:
+            raise ValueError(
+                f"entry point {self.entry_point!r} of {self.id!r} must look like 'module:Name'"
+            )
+        return getattr(importlib.import_module(module_name), attribute)
+
+    def summary(self) -> str:
+        """The one-paragraph description (explicit, else the env class docstring's first paragraph)."""
+        if self.description:
+            return self.description
+        doc = inspect.getdoc(self.load()) or ""
+        return doc.split("\n\n")[0].replace("\n", " ").strip()
+
+    def make(self, **kwargs: Any) -> Env:
+        """Build the env with the registered kwargs updated by ``kwargs``."""
+        merged = {**self.kwargs, **kwargs}
+        env = self.load()(**merged)
+        if not isinstance(env, Env):
+            raise TypeError(
+                f"entry point of {self.id!r} returned {type(env).__name__}, not a palaestra Env"
+            )
+        env.spec = dataclasses.replace(
+            gym.spec(gymnasium_id(self.id)), kwargs={"id": self.id, **kwargs}
+        )
+        return env
+
+
+_specs: dict[str, EnvSpec] = {}
+_loaded_entry_points: set[str] = set()
+_lock = threading.RLock()
+
+
+def _parse_id(env_id: str) -> dict[str, str]:
+    match = _ID_PATTERN.match(env_id)
+    if match is None:
+        raise ValueError(
+            f"invalid env id {env_id!r}: ids look like 'family:Name-vN', e.g. 'game:Wordle-v0' "
+            "(family in lowercase, a name, then a version)"
+        )
+    return match.groupdict()
+
+
+def gymnasium_id(id: str) -> str:
+    """The id under which gymnasium knows a palaestra env: ``game:Wordle-v0`` -> ``palaestra/game-Wordle-v0``."""
+    return f"{GYMNASIUM_NAMESPACE}/{id.replace(':', '-', 1)}"
+
+
+def register(
+    id: str,
+    entry_point: str | EnvCreator,
+    *,
+    kwargs: Mapping[str, Any] | None = None,
+    description: str | None = None,
+    variants: Mapping[str, Mapping[str, Any]] | None = None,
+    override: bool = False,
+) -> EnvSpec:
+    """Register an env id.
+
+    ``variants`` maps a suffix to extra kwargs and registers one more id per entry, e.g.
+    ``register("game:Wordle-v0", Wordle, variants={"Hard": {"difficulty": "hard"}})`` also
+    registers ``game:Wordle-Hard-v0``. Re-registering an existing id raises unless
+    ``override=True``.
+
+    >>> register("demo:Echo-v0", "my_pkg.echo:EchoEnv", kwargs={"max_turns": 3})  # doctest: +SKIP
+    """
+    parts = _parse_id(id)
+    base_kwargs = dict(kwargs or {})
+    spec = EnvSpec(id=id, entry_point=entry_point, kwargs=base_kwargs, description=description)
+    specs = [spec]
+    for suffix, extra in (variants or {}).items():
+        variant_id = f"{parts['family']}:{parts['name']}-{suffix}-v{parts['version']}"
+        _parse_id(variant_id)
+        specs.append(dataclasses.replace(spec, id=variant_id, kwargs={**base_kwargs, **extra}))
+    with _lock:
+        clashes = [s.id for s in specs if s.id in _specs]
+        if clashes and not override:
+            raise ValueError(
+                f"env id(s) already registered: {clashes}; pass override=True to replace"
+            )
+        for s in specs:
+            _specs[s.id] = s
+            gym.register(
+                id=gymnasium_id(s.id),
+                entry_point="palaestra.core.registry:make",
+                kwargs={"id": s.id},
+                disable_env_checker=False,
+            )
+    return spec
+
+
+def deregister(id: str) -> None:
+    """Remove an id (mainly for tests)."""
+    with _lock:
+        _specs.pop(id, None)
+        gym.registry.pop(gymnasium_id(id), None)
+
+
+def load_plugins() -> list[str]:
+    """Load env registrations from installed packages (entry-point group ``palaestra.envs``).
+
+    Called automatically by :func:`make`, :func:`spec` and :func:`list_envs`; calling it again
+    loads entry points installed since. A plugin that fails to load is reported as a
+    warning and skipped. Returns the names of the entry points loaded by this call.
+    """
+    loaded = []
+    with _lock:
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            key = f"{ep.name}={ep.value}"
+            if key in _loaded_entry_points:
+                continue
+            _loaded_entry_points.add(key)
+            try:
+                target = ep.load()
+                if callable(target):
+                    target()
+            except Exception as exc:
+                warnings.warn(
+                    f"palaestra plugin {ep.name!r} ({ep.value}) failed to load: {exc!r}",
+                    stacklevel=2,
+                )
+                continue
+            loaded.append(ep.name)
+    return loaded
+
+
+_plugins_loaded = False
+
+
+def _ensure_plugins() -> None:
+    global _plugins_loaded
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        load_plugins()
+
+
+def spec(id: str) -> EnvSpec:
+    """The :class:`EnvSpec` registered under ``id``; unknown ids raise with suggestions."""
+    _ensure_plugins()
+    with _lock:
+        found = _specs.get(id)
+        if found is None:
+            raise UnknownEnvError(_unknown_id_message(id))
+        return found
+
+
+def make(id: str, **kwargs: Any) -> Env:
+    """Build a registered env; ``kwargs`` override the registered ones.
+
+    >>> env = make("game:GuessTheNumber-v0", max_number=100)  # doctest: +SKIP
+    """
+    return spec(id).make(**kwargs)
+
+
+def list_envs(pattern: str | None = None) -> list[str]:
+    """Registered ids, sorted; ``pattern`` is a shell glob such as ``"game:*"``."""
+    _ensure_plugins()
+    with _lock:
+        ids = sorted(_specs)
+    return [i for i in ids if pattern is None or fnmatch.fnmatchcase(i, pattern)]
+
+
+def _unknown_id_message(id: str) -> str:
+    known = list(_specs)
+    by_lower = {k.lower(): k for k in known}
+    guesses = [
+        by_lower[g] for g in difflib.get_close_matches(id.lower(), list(by_lower), n=3, cutoff=0.6)
+    ]
+    message = f"unknown env id {id!r}"
+    if guesses:
+        message += "; did you mean " + " or ".join(repr(g) for g in guesses) + "?"
+    elif not _ID_PATTERN.match(id):
+        message += "; ids look like 'family:Name-vN', e.g. 'game:Wordle-v0'"
+    return message + " (`palaestra list` shows every id)"

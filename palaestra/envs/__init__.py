@@ -1,0 +1,3 @@
+"""Built-in env families; importing this registers their ids (the env modules load lazily)."""
+
+from palaestra.envs import games as games

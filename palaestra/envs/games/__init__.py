@@ -1,0 +1,13 @@
+"""Text games. Each has difficulty variants (``-Easy``/``-Hard``; the plain id is medium) and an oracle."""
+
+from palaestra.core.registry import register
+
+_VARIANTS = {"Easy": {"difficulty": "easy"}, "Hard": {"difficulty": "hard"}}
+
+register(
+    "game:GuessTheNumber-v0",
+    "palaestra.envs.games.guess_the_number:GuessTheNumber",
+    variants=_VARIANTS,
+)
+register("game:Wordle-v0", "palaestra.envs.games.wordle:Wordle", variants=_VARIANTS)
+register("game:TicTacToe-v0", "palaestra.envs.games.tic_tac_toe:TicTacToe", variants=_VARIANTS)

@@ -1,0 +1,144 @@
+"""Guess the number: dense per-turn feedback; binary search is the optimal policy."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from palaestra.core.env import Env, Policy, ResetResult, StepResult
+from palaestra.envs.games._common import difficulty_preset, parse_move
+
+PRESETS: dict[str, dict[str, int]] = {
+    "easy": {"min_number": 1, "max_number": 20, "max_turns": 8},
+    "medium": {"min_number": 1, "max_number": 50, "max_turns": 10},
+    "hard": {"min_number": 1, "max_number": 1000, "max_turns": 12},
+}
+
+SYSTEM_PROMPT = (
+    "You are playing a guessing game. Think step by step, then give your guess as an integer "
+    "inside \\boxed{}, for example \\boxed{25}."
+)
+
+
+class GuessTheNumber(Env):
+    """Find a secret integer; after each guess the env says whether it is higher or lower.
+
+    Reward: 1 for the guess that hits the secret, 0 for every other step (also for malformed
+    or out-of-range guesses, which count as turns). The episode ends on the correct guess or
+    after ``max_turns`` guesses. Binary search always wins, in at most
+    ``ceil(log2(max - min + 2))`` guesses.
+    """
+
+    threaded_step = False
+    system_prompt = SYSTEM_PROMPT
+
+    def __init__(
+        self,
+        difficulty: str = "medium",
+        *,
+        min_number: int | None = None,
+        max_number: int | None = None,
+        max_turns: int | None = None,
+        render_mode: str | None = None,
+    ):
+        super().__init__(render_mode=render_mode)
+        preset = difficulty_preset(PRESETS, difficulty)
+        self.min_number = preset["min_number"] if min_number is None else min_number
+        self.max_number = preset["max_number"] if max_number is None else max_number
+        self.max_turns = preset["max_turns"] if max_turns is None else max_turns
+        if self.min_number > self.max_number:
+            raise ValueError(f"min_number {self.min_number} > max_number {self.max_number}")
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        self._secret = self.min_number
+        self._low, self._high = self.min_number, self.max_number
+        self._turn = 0
+        self._done = False
+        self._guesses: list[int] = []
+
+    @property
+    def optimal_turns(self) -> int:
+        """Worst-case number of guesses binary search needs."""
+        return math.ceil(math.log2(self.max_number - self.min_number + 2))
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> ResetResult:
+        super().reset(seed=seed)
+        self._secret = int(self.np_random.integers(self.min_number, self.max_number + 1))
+        self._low, self._high = self.min_number, self.max_number
+        self._turn = 0
+        self._done = False
+        self._guesses = []
+        task = (
+            f"I am thinking of an integer between {self.min_number} and {self.max_number} "
+            f"(inclusive). Find it in at most {self.max_turns} guesses. After each guess I will "
+            "tell you whether my number is higher or lower. Give each guess inside \\boxed{}, "
+            "for example \\boxed{" + str((self.min_number + self.max_number) // 2) + "}."
+        )
+        return task, {"role": "user"}
+
+    def step(self, action: str) -> StepResult:
+        if self._done:
+            return "The game is over. Reset to play again.", 0.0, True, False, {"role": "user"}
+        self._turn += 1
+        turns_left = self.max_turns - self._turn
+        guess = _parse_int(parse_move(action))
+        if guess is None:
+            feedback = "I could not read a guess. Give one integer inside \\boxed{}, for example \\boxed{7}."
+        elif not self.min_number <= guess <= self.max_number:
+            feedback = f"{guess} is out of range: my number is between {self.min_number} and {self.max_number}."
+        elif guess == self._secret:
+            self._guesses.append(guess)
+            return self._finish(
+                f"Correct! My number was {guess}. You found it in {self._turn} guesses.", True
+            )
+        else:
+            self._guesses.append(guess)
+            if guess < self._secret:
+                self._low = max(self._low, guess + 1)
+                feedback = f"{guess} is too low: my number is higher."
+            else:
+                self._high = min(self._high, guess - 1)
+                feedback = f"{guess} is too high: my number is lower."
+        if turns_left == 0:
+            return self._finish(f"{feedback} No guesses left; my number was {self._secret}.", False)
+        plural = "guess" if turns_left == 1 else "guesses"
+        return (
+            f"{feedback} You have {turns_left} {plural} left.",
+            0.0,
+            False,
+            False,
+            {"role": "user"},
+        )
+
+    def _finish(self, observation: str, success: bool) -> StepResult:
+        self._done = True
+        info = {"role": "user", "success": success, "metrics": {"turns": float(self._turn)}}
+        return observation, 1.0 if success else 0.0, True, False, info
+
+    def oracle(self) -> Policy:
+        """Binary search over the interval the feedback so far leaves open."""
+        return lambda observation: "\\boxed{" + str((self._low + self._high) // 2) + "}"
+
+    def random_action(self, rng: np.random.Generator) -> str:
+        return "\\boxed{" + str(int(rng.integers(self.min_number, self.max_number + 1))) + "}"
+
+    def render_text(self) -> str:
+        guesses = ", ".join(map(str, self._guesses)) or "none"
+        return f"range {self.min_number}..{self.max_number}, turn {self._turn}/{self.max_turns}, guesses: {guesses}"
+
+
+def _parse_int(move: str | None) -> int | None:
+    if move is None:
+        return None
+    text = move.strip().replace(",", "")
+    if text.startswith(("+", "-")):
+        sign, digits = text[0], text[1:]
+    else:
+        sign, digits = "", text
+    if not digits.isascii() or not digits.isdigit() or len(digits) > 18:
+        return None
+    return int(sign + digits)

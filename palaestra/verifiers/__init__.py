@@ -1,0 +1,1 @@
+"""Reward functions usable on their own, without any env."""
