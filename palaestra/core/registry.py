@@ -160,6 +160,7 @@ def register(
             )
         for s in specs:
             _specs[s.id] = s
+            gym.registry.pop(gymnasium_id(s.id), None)
             gym.register(
                 id=gymnasium_id(s.id),
                 entry_point="palaestra.core.registry:make",

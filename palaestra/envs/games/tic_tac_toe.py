@@ -79,9 +79,9 @@ def render_board(board: Board) -> str:
 
 
 class TicTacToe(Env):
-    """Tic-tac-toe against a minimax opponent that plays a random move with ``blunder_prob``.
+    """Tic-tac-toe against a minimax opponent that sometimes blunders into a random move.
 
-    The agent plays X (moves first) or, with ``agent_first=False``, O. Reward at the end of
+    The opponent plays a random legal move with probability ``blunder_prob``. The agent plays X (moves first) or, with ``agent_first=False``, O. Reward at the end of
     the game: win 1, draw 0.5, loss 0; illegal or unreadable moves get 0, change nothing and
     count toward ``max_turns`` (running out of turns is a loss). ``info["success"]`` is True
     when the agent did not lose: against the perfect opponent (``hard``) a draw is the best
