@@ -210,9 +210,10 @@ _plugins_loaded = False
 
 def _ensure_plugins() -> None:
     global _plugins_loaded
-    if not _plugins_loaded:
-        _plugins_loaded = True
-        load_plugins()
+    with _lock:
+        if not _plugins_loaded:
+            _plugins_loaded = True
+            load_plugins()
 
 
 def spec(id: str) -> EnvSpec:
