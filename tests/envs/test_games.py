@@ -125,7 +125,8 @@ def test_illegal_moves_count_and_running_out_loses():
         observation, reward, terminated, *_ = env.step("\\boxed{5}")
         assert "not a free square" in observation and reward == 0.0 and not terminated
     observation, reward, terminated, _, info = env.step("pass")
-    assert terminated and info["outcome"] == "loss" and reward == 0.0
+    assert terminated and info["outcome"] == "out_of_turns" and reward == 0.0
+    assert info["success"] is False and "out of turns" in observation
 
 
 def test_agent_second_sees_the_opponents_opening():
