@@ -98,7 +98,9 @@ def grpo(
     return _broadcast_to_turns(advantages, rewards)
 
 
-def drgrpo(rewards: Rewards, group_ids: Sequence[Hashable | None], *, gamma: float = 1.0) -> Advantages:
+def drgrpo(
+    rewards: Rewards, group_ids: Sequence[Hashable | None], *, gamma: float = 1.0
+) -> Advantages:
     """Dr. GRPO: ``A = R - mean(R_group)`` (no std division), the same A on every turn.
 
     The other half of Dr. GRPO, no length normalization, is the loss aggregation mode
@@ -112,7 +114,9 @@ def drgrpo(rewards: Rewards, group_ids: Sequence[Hashable | None], *, gamma: flo
     return _broadcast_to_turns(advantages, rewards)
 
 
-def rloo(rewards: Rewards, group_ids: Sequence[Hashable | None], *, gamma: float = 1.0) -> Advantages:
+def rloo(
+    rewards: Rewards, group_ids: Sequence[Hashable | None], *, gamma: float = 1.0
+) -> Advantages:
     """REINFORCE leave-one-out: ``A_i = R_i - mean_{j != i} R_j`` within the group.
 
     Equivalently ``A_i = G/(G-1) * (R_i - mean(R_group))`` for a group of size G >= 2.

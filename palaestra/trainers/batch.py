@@ -56,9 +56,7 @@ class TrainBatch:
         """The batch restricted to ``rows``, trimmed to the longest selected sequence."""
         index = torch.as_tensor(rows, dtype=torch.long)
         length = max(int(self.attention_mask[index].sum(dim=-1).max()), 1) if len(index) else 1
-        return TrainBatch(
-            **{f.name: getattr(self, f.name)[index, :length] for f in fields(self)}
-        )
+        return TrainBatch(**{f.name: getattr(self, f.name)[index, :length] for f in fields(self)})
 
     def micro_batches(self, size: int) -> Iterator[TrainBatch]:
         """Consecutive chunks of ``size`` sequences, each trimmed to its own longest sequence."""
@@ -140,7 +138,9 @@ def _check_episode(index: int, episode: Episode, episode_advantages: Sequence[fl
         )
     n = len(episode.token_ids)
     if n == 0:
-        raise ValueError(f"{where} has no token_ids; collect rollouts with an engine that returns tokens")
+        raise ValueError(
+            f"{where} has no token_ids; collect rollouts with an engine that returns tokens"
+        )
     lengths = {
         "logprobs": len(episode.logprobs),
         "loss_mask": len(episode.loss_mask),

@@ -1,10 +1,8 @@
-"""Helpers for trainer tests: hand-built episodes with token-level fields."""
+"""Hand-built episodes with token-level fields, for trainer tests."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
-import pytest
+from collections.abc import Sequence
 
 from palaestra.core.types import Episode, Turn
 
@@ -40,8 +38,3 @@ def episode(
         loss_mask=loss_mask,
         turn_index=turn_index,
     )
-
-
-@pytest.fixture
-def make_episode() -> Callable[..., Episode]:
-    return episode
