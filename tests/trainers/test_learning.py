@@ -1,4 +1,4 @@
-"""Learning tests: advantages + batch + update on a two-turn token bandit with a tiny Qwen2.
+"""Learning and resume tests: advantages + batch + update + checkpoints on a two-turn token bandit with a tiny Qwen2.
 
 The policy sees a fixed prompt per task and emits two turns of two tokens each; a turn's reward
 is the fraction of its tokens that lie in a target set of 8 of the 64 vocabulary tokens, so a
@@ -8,6 +8,8 @@ not involved), with the exact token logprobs the update needs.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="the learning tests need torch (extra 'train')")
@@ -16,6 +18,7 @@ pytest.importorskip("transformers", reason="the tiny test model needs transforme
 from palaestra.core.types import Episode, Turn  # noqa: E402
 from palaestra.trainers.advantages import compute_advantages  # noqa: E402
 from palaestra.trainers.batch import build_batch  # noqa: E402
+from palaestra.trainers.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from palaestra.trainers.config import TrainerConfig  # noqa: E402
 from palaestra.trainers.update import PolicyUpdater  # noqa: E402
 from tests.trainers.tiny_model import tiny_qwen2  # noqa: E402
@@ -25,8 +28,9 @@ TURNS, TOKENS_PER_TURN = 2, 2
 TASKS, GROUP_SIZE, STEPS = 4, 8, 12
 
 
-def _rollouts(model, generator: torch.Generator) -> list[Episode]:
-    """GROUP_SIZE episodes for each of TASKS prompts, sampled token by token at temperature 1."""
+def _rollouts(model, generator: torch.Generator | None) -> list[Episode]:
+    """GROUP_SIZE episodes for each of TASKS prompts, sampled token by token at temperature 1
+    (from the global torch RNG when ``generator`` is None)."""
     prompts = torch.arange(TASKS).repeat_interleave(GROUP_SIZE)[:, None] + torch.tensor([40, 50])
     ids = prompts.clone()
     logprobs = []
@@ -61,26 +65,35 @@ def _rollouts(model, generator: torch.Generator) -> list[Episode]:
     return episodes
 
 
-def _train(estimator: str, seed: int, sign: float = 1.0) -> tuple[float, float]:
-    """Mean reward per turn of the first and of the last two steps' rollouts."""
-    model = tiny_qwen2(seed)
-    config = TrainerConfig(
+def _config(estimator: str, seed: int) -> TrainerConfig:
+    return TrainerConfig(
         seed=seed,
         advantage={"estimator": estimator},
         optim={"lr": 3e-3},
         update={"micro_batch_size": 16},
     )
-    updater = PolicyUpdater(model, config)
+
+
+def _train_step(
+    model, updater: PolicyUpdater, generator: torch.Generator | None, sign: float = 1.0
+) -> float:
+    """Collect, score, update; returns the rollouts' mean reward per turn."""
+    episodes = _rollouts(model, generator)
+    rewards = [episode.rewards for episode in episodes]
+    groups = [episode.group_id for episode in episodes]
+    config = updater.config.advantage
+    advantages = compute_advantages(config.estimator, rewards, groups, gamma=config.gamma)
+    advantages = [[sign * a for a in episode] for episode in advantages]
+    updater.step(build_batch(episodes, advantages))
+    return sum(map(sum, rewards)) / (len(rewards) * TURNS)
+
+
+def _train(estimator: str, seed: int, sign: float = 1.0) -> tuple[float, float]:
+    """Mean reward per turn of the first and of the last two steps' rollouts."""
+    model = tiny_qwen2(seed)
+    updater = PolicyUpdater(model, _config(estimator, seed))
     generator = torch.Generator().manual_seed(seed)
-    means = []
-    for _ in range(STEPS):
-        episodes = _rollouts(model, generator)
-        rewards = [episode.rewards for episode in episodes]
-        means.append(sum(map(sum, rewards)) / (len(rewards) * TURNS))
-        groups = [episode.group_id for episode in episodes]
-        advantages = compute_advantages(estimator, rewards, groups, gamma=config.advantage.gamma)
-        advantages = [[sign * a for a in episode] for episode in advantages]
-        updater.step(build_batch(episodes, advantages))
+    means = [_train_step(model, updater, generator, sign) for _ in range(STEPS)]
     return means[0], sum(means[-2:]) / 2
 
 
@@ -96,3 +109,35 @@ def test_reward_rises(estimator: str, seed: int) -> None:
 def test_flipped_advantages_make_reward_fall(estimator: str) -> None:
     start, end = _train(estimator, seed=0, sign=-1.0)
     assert end < start / 2, f"flipped {estimator}: reward {start:.3f} -> {end:.3f}"
+
+
+def test_resume_from_a_checkpoint_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    total, stop = 4, 2
+    # rollouts sample from the global torch RNG, which the checkpoint must restore
+    model = tiny_qwen2(seed=0)
+    updater = PolicyUpdater(model, _config("grpo", 0))
+    for _ in range(total):
+        _train_step(model, updater, generator=None)
+
+    interrupted = tiny_qwen2(seed=0)
+    updater = PolicyUpdater(interrupted, _config("grpo", 0))
+    for _ in range(stop):
+        _train_step(interrupted, updater, generator=None)
+    save_checkpoint(tmp_path / "ckpt", interrupted, updater, step=stop, data_position={"task": 8})
+    _train_step(interrupted, updater, generator=None)  # work after the checkpoint is lost
+
+    resumed = tiny_qwen2(seed=7)  # a fresh process: other weights, other RNG state
+    updater = PolicyUpdater(resumed, _config("grpo", 0))
+    meta = load_checkpoint(tmp_path / "ckpt", resumed, updater)
+    assert meta == {"step": stop, "data_position": {"task": 8}}
+    for _ in range(meta["step"], total):
+        _train_step(resumed, updater, generator=None)
+    for a, b in zip(model.parameters(), resumed.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+def test_loading_an_incomplete_checkpoint_names_the_missing_files(tmp_path: Path) -> None:
+    model = tiny_qwen2()
+    (tmp_path / "meta.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match=r"missing \['model.pt', 'trainer.pt'\]"):
+        load_checkpoint(tmp_path, model, PolicyUpdater(model, _config("rebn", 0)))
