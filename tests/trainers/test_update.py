@@ -11,37 +11,19 @@ import pytest
 torch = pytest.importorskip("torch", reason="the update step needs torch (extra 'train')")
 pytest.importorskip("transformers", reason="the tiny test model needs transformers")
 
-from palaestra.core.types import Episode  # noqa: E402
-from palaestra.trainers.batch import TrainBatch, build_batch  # noqa: E402
+from palaestra.trainers.batch import build_batch  # noqa: E402
 from palaestra.trainers.config import OptimConfig, TrainerConfig  # noqa: E402
 from palaestra.trainers.update import (  # noqa: E402
     PolicyUpdater,
     lr_factor,
     sequence_logprobs,
 )
-from tests.trainers.factories import episode  # noqa: E402
-from tests.trainers.tiny_model import VOCAB_SIZE, tiny_qwen2  # noqa: E402
-
-
-def _episodes(model, turns_per_episode: list[int], seed: int = 0) -> list[Episode]:
-    """Episodes of random tokens whose policy-token logprobs are the model's own (on-policy)."""
-    generator = torch.Generator().manual_seed(seed)
-    episodes = []
-    for turns in turns_per_episode:
-        shape = episode([0.0] * turns, tokens_per_turn=3, prompt_tokens=2)
-        ids = torch.randint(0, VOCAB_SIZE, (len(shape.token_ids),), generator=generator)
-        with torch.no_grad():
-            logp, _ = sequence_logprobs(model, ids[None], torch.ones_like(ids)[None])
-        logprobs = [float(lp) if m else 0.0 for lp, m in zip(logp[0], shape.loss_mask, strict=True)]
-        episodes.append(dataclasses.replace(shape, token_ids=ids.tolist(), logprobs=logprobs))
-    return episodes
-
-
-def _mean_policy_logp(model, batch: TrainBatch, rows: list[int]) -> float:
-    with torch.no_grad():
-        logp, _ = sequence_logprobs(model, batch.input_ids, batch.attention_mask)
-    mask = batch.loss_mask[rows]
-    return float((logp[rows] * mask).sum() / mask.sum())
+from tests.trainers.tiny_model import (  # noqa: E402
+    VOCAB_SIZE,
+    mean_policy_logp,
+    on_policy_episodes,
+    tiny_qwen2,
+)
 
 
 def _config(**update) -> TrainerConfig:
@@ -69,16 +51,16 @@ def test_sequence_logprobs_match_a_manual_log_softmax() -> None:
 @pytest.mark.parametrize("sign", [1.0, -1.0], ids=["advantages", "flipped-advantages"])
 def test_updates_move_logprobs_in_the_direction_of_the_advantage(sign: float) -> None:
     model = tiny_qwen2()
-    episodes = _episodes(model, [2, 2, 2, 2])
+    episodes = on_policy_episodes(model, [2, 2, 2, 2])
     # episodes 0 and 1 are good (+1 on every turn), 2 and 3 bad (-1); flipped when sign < 0
     advantages = [[sign] * 2, [sign] * 2, [-sign] * 2, [-sign] * 2]
     batch = build_batch(episodes, advantages)
-    good_before = _mean_policy_logp(model, batch, [0, 1])
-    bad_before = _mean_policy_logp(model, batch, [2, 3])
+    good_before = mean_policy_logp(model, batch, [0, 1])
+    bad_before = mean_policy_logp(model, batch, [2, 3])
     updater = PolicyUpdater(model, _config())
     history = [updater.step(batch) for _ in range(5)]
-    good_change = _mean_policy_logp(model, batch, [0, 1]) - good_before
-    bad_change = _mean_policy_logp(model, batch, [2, 3]) - bad_before
+    good_change = mean_policy_logp(model, batch, [0, 1]) - good_before
+    bad_change = mean_policy_logp(model, batch, [2, 3]) - bad_before
     # with sign +1 the good tokens become likelier and the bad ones less likely; -1 reverses it
     assert sign * good_change > 0.05
     assert sign * bad_change < -0.05
@@ -94,7 +76,7 @@ def test_gradient_accumulation_matches_one_big_batch(aggregation: str) -> None:
     # episodes of different lengths, so micro-batches are padded differently
     reference = tiny_qwen2()
     batch = build_batch(
-        _episodes(reference, [1, 3, 2, 4]), [[1.0], [-0.5] * 3, [2.0] * 2, [0.3] * 4]
+        on_policy_episodes(reference, [1, 3, 2, 4]), [[1.0], [-0.5] * 3, [2.0] * 2, [0.3] * 4]
     )
     gradients = []
     for micro_batch_size in (4, 1):
@@ -111,7 +93,7 @@ def test_gradient_accumulation_matches_one_big_batch(aggregation: str) -> None:
 def test_env_tokens_get_old_logprobs_from_the_policy() -> None:
     model = tiny_qwen2()
     batch = build_batch(
-        _episodes(model, [2, 2]), [[1.0, 1.0], [-1.0, -1.0]], train_on_env_tokens=True
+        on_policy_episodes(model, [2, 2]), [[1.0, 1.0], [-1.0, -1.0]], train_on_env_tokens=True
     )
     # policy tokens carry the model's own logprobs and env tokens are filled from it, so on the
     # first (and only) pass the ratio is 1 everywhere; env tokens left at 0 would give rho << 1
@@ -122,7 +104,7 @@ def test_env_tokens_get_old_logprobs_from_the_policy() -> None:
 
 def test_kl_to_reference_is_zero_for_an_identical_reference_and_required() -> None:
     model = tiny_qwen2()
-    batch = build_batch(_episodes(model, [2, 2]), [[1.0, 1.0], [-1.0, -1.0]])
+    batch = build_batch(on_policy_episodes(model, [2, 2]), [[1.0, 1.0], [-1.0, -1.0]])
     config = TrainerConfig(loss={"kl_coef": 0.1}, optim={"lr": 1e-3})
     with pytest.raises(ValueError, match="needs a ref_model"):
         PolicyUpdater(model, config)
@@ -135,7 +117,7 @@ def test_resuming_from_state_dicts_continues_exactly() -> None:
     torch.use_deterministic_algorithms(True)
     try:
         model = tiny_qwen2()
-        batch = build_batch(_episodes(model, [2, 1, 2]), [[1.0, 1.0], [-1.0], [0.5, 0.5]])
+        batch = build_batch(on_policy_episodes(model, [2, 1, 2]), [[1.0, 1.0], [-1.0], [0.5, 0.5]])
         config = _config(mini_batches=2)
         uninterrupted = PolicyUpdater(model, config)
         uninterrupted.step(batch)
@@ -159,7 +141,7 @@ def test_resuming_from_state_dicts_continues_exactly() -> None:
 
 def test_an_all_masked_batch_is_an_error() -> None:
     model = tiny_qwen2()
-    batch = build_batch(_episodes(model, [1]), [[1.0]])
+    batch = build_batch(on_policy_episodes(model, [1]), [[1.0]])
     empty = dataclasses.replace(batch, loss_mask=torch.zeros_like(batch.loss_mask))
     with pytest.raises(ValueError, match="no tokens to train on"):
         PolicyUpdater(model, _config()).step(empty)
