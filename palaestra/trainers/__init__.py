@@ -10,6 +10,7 @@ from palaestra.trainers.config import TrainerConfig
 from palaestra.trainers.filters import (
     apply_filters,
     apply_token_budget,
+    drop_stale,
     drop_uniform_groups,
     keep_accuracy_band,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "apply_token_budget",
     "compute_advantages",
     "discounted_returns",
+    "drop_stale",
     "drop_uniform_groups",
     "keep_accuracy_band",
 ]

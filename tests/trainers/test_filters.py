@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from palaestra.trainers.config import FilterConfig
@@ -9,6 +11,7 @@ from palaestra.trainers.filters import (
     TOKEN_BUDGET_REASON,
     apply_filters,
     apply_token_budget,
+    drop_stale,
     drop_uniform_groups,
     keep_accuracy_band,
 )
@@ -90,3 +93,10 @@ def test_apply_filters_runs_budget_then_group_filters_and_counts() -> None:
     assert _groups(kept) == [0, 0]
     assert kept[1].total_reward == 0.0
     assert stats == {"over_budget": 1.0, "dropped_uniform": 2.0}
+
+
+def test_drop_stale_keeps_episodes_within_the_staleness_bound() -> None:
+    batch = [dataclasses.replace(episode([1.0]), policy_version=v) for v in (3, 4, 5, 6)]
+    # current version 6, bound 2: versions 4, 5, 6 lag by 2, 1, 0; version 3 lags by 3
+    assert [e.policy_version for e in drop_stale(batch, 6, 2)] == [4, 5, 6]
+    assert [e.policy_version for e in drop_stale(batch, 6, 0)] == [6]
