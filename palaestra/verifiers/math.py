@@ -233,7 +233,10 @@ class MathVerifier:
         self.rel_tol = rel_tol
         self.extraction = extraction
         self._pool = WorkerPool(
-            max_workers, preload=("palaestra.verifiers.math", "math_verify"), memory_mb=memory_mb
+            max_workers,
+            preload=("palaestra.verifiers.math",),
+            memory_mb=memory_mb,
+            warmup=(symbolic_equal, (r"\frac{1}{2}", "x^2+1")),
         )
 
     def grade(self, completion: str, gold: Gold, *, timeout: float | None = None) -> MathGrade:

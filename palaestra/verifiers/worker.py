@@ -38,10 +38,14 @@ class WorkerError(RuntimeError):
     """The call raised inside the worker (the message carries the remote exception)."""
 
 
+Call = tuple[Callable[..., Any], tuple[Any, ...]]
+"""A function (importable by name) and its arguments."""
+
+
 class _Worker:
     """One child process serving calls over a pair of pipes."""
 
-    def __init__(self, preload: Sequence[str], memory_mb: int | None):
+    def __init__(self, preload: Sequence[str], memory_mb: int | None, warmup: Call | None):
         request_read, request_write = os.pipe()
         result_read, result_write = os.pipe()
         args = [sys.executable, "-m", __name__, str(request_read), str(result_write)]
@@ -60,6 +64,12 @@ class _Worker:
         if not ok:
             self.kill()
             raise RuntimeError(f"grading worker failed to start: {message}")
+        if warmup is not None:
+            try:
+                self.call(*warmup, timeout=STARTUP_TIMEOUT_S)
+            except (WorkerTimeout, WorkerError) as exc:
+                self.kill()
+                raise RuntimeError(f"grading worker failed its warm-up call: {exc}") from exc
 
     def _recv(self) -> tuple[bool, Any]:
         try:
@@ -95,8 +105,9 @@ class _Worker:
 class WorkerPool:
     """Up to ``max_workers`` lazily started worker processes shared by all threads.
 
-    ``preload`` names modules each worker imports before serving (so their import time
-    never counts against a call's timeout); ``memory_mb`` caps each worker's address space.
+    ``preload`` names modules each worker imports before serving and ``warmup`` is a call
+    each new worker makes first (so import and first-use costs never count against a call's
+    timeout); ``memory_mb`` caps each worker's address space.
     """
 
     def __init__(
@@ -105,12 +116,14 @@ class WorkerPool:
         *,
         preload: Sequence[str] = (),
         memory_mb: int | None = 4096,
+        warmup: Call | None = None,
     ):
         if max_workers is not None and max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
         self.max_workers = max_workers or max(1, min(4, os.cpu_count() or 1))
         self.preload = tuple(preload)
         self.memory_mb = memory_mb
+        self.warmup = warmup
         self._idle: list[_Worker] = []
         self._started = 0
         self._cond = threading.Condition()
@@ -124,7 +137,7 @@ class WorkerPool:
                 return self._idle.pop()
             self._started += 1
         try:
-            return _Worker(self.preload, self.memory_mb)
+            return _Worker(self.preload, self.memory_mb, self.warmup)
         except BaseException:
             self._discard()
             raise

@@ -110,7 +110,7 @@ def _alive(pid: int) -> bool:
 def test_hostile_expression_times_out_and_kills_its_worker():
     verifier = MathVerifier(timeout=0.5, max_workers=1)
     try:
-        assert verifier(r"\boxed{\sqrt{2}}", "2") == 0.0  # starts the worker
+        assert verifier.grade(r"\boxed{\sqrt{2}}", "2", timeout=60).method == "symbolic"
         (pid,) = verifier._pool.pids
         threads_before = threading.active_count()
         start = time.perf_counter()
@@ -142,7 +142,7 @@ def test_timeout_holds_when_called_from_threads():
         for t in threads:
             t.join(timeout=30)
         assert results == ["timeout", "timeout"]
-        assert time.perf_counter() - start < 10.0
+        assert time.perf_counter() - start < 30.0  # includes starting two workers
     finally:
         verifier.close()
 
