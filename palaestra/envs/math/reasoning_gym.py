@@ -13,6 +13,7 @@ from palaestra.envs.math._base import MathTask, MathTaskEnv
 from palaestra.verifiers.extract import extract_answer
 
 INSTALL_HINT = "rg:* envs need reasoning-gym; install it with `pip install 'palaestra[rg]'`"
+MAX_CACHED_ENTRIES = 4096
 RG_SYSTEM_PROMPT = (
     "Solve the task. Think step by step, then give only the final answer inside "
     "<answer></answer> tags, for example <answer>42</answer>."
@@ -23,7 +24,8 @@ class ReasoningGymEnv(MathTaskEnv):
     """A reasoning-gym task; reward is reasoning-gym's ``score_answer`` in [0, 1].
 
     ``config`` goes to the task's config class (difficulty knobs such as ``min_terms``);
-    ``dataset_seed`` and ``size`` define the pool of items that reset seeds draw from.
+    ``dataset_seed`` and ``size`` define the pool of items that reset seeds draw from (some
+    tasks build all items up front, so a larger pool costs start-up time).
     """
 
     system_prompt = RG_SYSTEM_PROMPT
@@ -34,7 +36,7 @@ class ReasoningGymEnv(MathTaskEnv):
         *,
         config: dict[str, Any] | None = None,
         dataset_seed: int = 0,
-        size: int = 100_000,
+        size: int = 5_000,
         max_attempts: int = 1,
         render_mode: str | None = None,
     ):
@@ -46,6 +48,7 @@ class ReasoningGymEnv(MathTaskEnv):
         self.dataset_seed = dataset_seed
         self.size = size
         self._dataset: Any = None
+        self._entries: dict[int, dict[str, Any]] = {}
 
     @property
     def dataset(self) -> Any:
@@ -66,10 +69,19 @@ class ReasoningGymEnv(MathTaskEnv):
             index = int(self.np_random.integers(self.size))
         if not 0 <= index < self.size:
             raise ValueError(f"index must be in [0, {self.size}), got {index}")
-        entry = self.dataset[index]
+        entry = self._entry(index)
         answer = entry.get("answer")
         question = f"{entry['question']}\n\nGive your final answer inside <answer></answer> tags."
         return MathTask(question, None if answer is None else str(answer), entry)
+
+    def _entry(self, index: int) -> dict[str, Any]:
+        """Item ``index``, memoized: a few upstream generators (e.g. ``list_functions``) read
+        global random state, so asking twice could give two different problems."""
+        if index not in self._entries:
+            if len(self._entries) >= MAX_CACHED_ENTRIES:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[index] = self.dataset[index]
+        return self._entries[index]
 
     def score(self, action: str, task: MathTask) -> float:
         answer = extract_answer(action, ("answer_tag", "boxed")) or action.strip()
