@@ -17,6 +17,7 @@ big-endian length followed by UTF-8 JSON.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import json
@@ -95,7 +96,9 @@ def landlock_abi() -> int:
     """Landlock ABI version of the running kernel (0 when unavailable)."""
     if not sys.platform.startswith("linux"):
         return 0
-    result = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    result = _libc.syscall(
+        SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1)
+    )
     return max(result, 0)
 
 
@@ -277,8 +280,11 @@ class Runner:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except (OSError, ValueError):
-                pass
+            except (OSError, ValueError) as exc:
+                # Like CPython at exit: a stream that cannot be flushed fails the run.
+                status["exit_code"] = status["exit_code"] or 120
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stderr.write(f"cannot flush output: {exc}\n")
         return status
 
 
@@ -409,7 +415,9 @@ class Monitor:
             if left <= 0:
                 timed_out = True
                 break
-            ready, _, _ = select.select([self.out_r, self.err_r, self.status_r, self.pidfd], [], [], left)
+            ready, _, _ = select.select(
+                [self.out_r, self.err_r, self.status_r, self.pidfd], [], [], left
+            )
             for fd in ready:
                 if fd in output:
                     self._drain(fd, output[fd], dropped)
@@ -451,10 +459,8 @@ class Monitor:
             dropped[fd] += max(0, len(chunk) - max(room, 0))
 
     def _read_status(self) -> dict | None:
-        try:
+        with contextlib.suppress(BlockingIOError):
             self.status_buffer += os.read(self.status_r, READ_CHUNK)
-        except BlockingIOError:
-            pass
         if len(self.status_buffer) < 4:
             return None
         size = struct.unpack(">I", self.status_buffer[:4])[0]
@@ -467,10 +473,8 @@ class Monitor:
         """Kill the runner and everything it started; returns the runner's exit code."""
         self.alive = False
         for kill in (os.killpg, os.kill):
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 kill(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         _, wait_status = os.waitpid(self.pid, 0)
         kill_orphans()
         return os.waitstatus_to_exitcode(wait_status)
@@ -486,10 +490,8 @@ def kill_orphans() -> None:
     """Kill and reap every remaining child (orphans are reparented to this subreaper)."""
     while True:
         for pid in _children():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         try:
             os.waitpid(-1, 0)
         except ChildProcessError:

@@ -21,6 +21,7 @@ or the docker backend.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Mapping
 from itertools import count
 from pathlib import Path
@@ -94,10 +96,8 @@ class _Worker:
 
     def _remove_cgroup(self) -> None:
         if self.report.get("cgroup"):
-            try:
+            with contextlib.suppress(OSError):
                 os.rmdir(self.report["cgroup"])
-            except OSError:
-                pass
 
     @property
     def alive(self) -> bool:
@@ -140,20 +140,16 @@ class _Worker:
         return json.loads(body)
 
     def kill(self) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         self.process.wait()
         self._close_pipes()
         self._remove_cgroup()
 
     def stop(self) -> None:
         """Ask the worker to exit (it deletes its files), killing it if it does not."""
-        try:
+        with contextlib.suppress(OSError):
             self.process.stdin.close()
-        except OSError:
-            pass
         try:
             self.process.wait(timeout=2)
         except subprocess.TimeoutExpired:
@@ -163,10 +159,8 @@ class _Worker:
 
     def _close_pipes(self) -> None:
         for pipe in (self.process.stdin, self.process.stdout):
-            try:
+            with contextlib.suppress(OSError):
                 pipe.close()
-            except OSError:
-                pass
 
 
 def _failure(message: str, started: float) -> ExecResult:
@@ -258,7 +252,16 @@ class LocalSandbox(SandboxBase):
                 self._live -= 1
                 self._available.notify()
             raise
-        self._report = self._report or worker.report
+        if self._report is None:
+            self._report = worker.report
+            if not worker.report["namespaces"] and worker.report["landlock_abi"] < 6:
+                warnings.warn(
+                    "LocalSandbox: no PID namespace and no Landlock signal scoping on this "
+                    "system, so sandboxed code can signal your other processes; use a kernel "
+                    "with unprivileged user namespaces or the docker backend for untrusted code",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
         return worker
 
     def _release(self, worker: _Worker, healthy: bool) -> None:
@@ -275,6 +278,11 @@ class LocalSandbox(SandboxBase):
         workers = [self._acquire() for _ in range(min(count or self.pool_size, self.pool_size))]
         for worker in workers:
             self._release(worker, healthy=True)
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the idle warm interpreters (for monitoring and tests)."""
+        with self._available:
+            return [worker.process.pid for worker in self._idle]
 
     def isolation_report(self) -> dict[str, Any]:
         """Which mechanisms confine the code on this machine (starts a worker if needed)."""
