@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -161,10 +162,8 @@ def test_no_connection_to_a_localhost_server(any_sandbox: LocalSandbox) -> None:
     accepted: list[socket.socket] = []
 
     def accept() -> None:
-        try:
+        with contextlib.suppress(OSError):
             accepted.append(server.accept()[0])
-        except OSError:
-            pass
 
     thread = threading.Thread(target=accept)
     thread.start()
