@@ -366,6 +366,10 @@ class LocalSandbox(SandboxBase):
         for worker in idle:
             worker.stop()
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> LocalSandbox:
+        """A sandbox is a shared service: copies of an env keep using the same pool."""
+        return self
+
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             self.close()

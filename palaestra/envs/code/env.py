@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from typing import Any, Literal
@@ -143,9 +144,11 @@ class CodeEnv(Env):
     def _program(self, code: str) -> str:
         """A completion-style answer (body only) is appended to the prompt's signature."""
         problem = self.problem
-        if problem.kind == "function" and problem.entry_point:
-            if not re.search(rf"\bdef\s+{re.escape(problem.entry_point)}\s*\(", code):
-                return problem.prompt + code
+        defines = problem.entry_point and re.search(
+            rf"\bdef\s+{re.escape(problem.entry_point)}\s*\(", code
+        )
+        if problem.kind == "function" and problem.entry_point and not defines:
+            return problem.prompt + code
         return code
 
     def _feedback(self, report: TestReport) -> str:
@@ -158,6 +161,16 @@ class CodeEnv(Env):
         if more > 0:
             lines.append(f"(and {more} more)")
         return "\n".join(lines)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CodeEnv:
+        """Copies share the sandbox and the (read-only) problem set."""
+        for name in ("_sandbox", "_source", "_problems"):
+            memo[id(getattr(self, name))] = getattr(self, name)
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        for name, value in self.__dict__.items():
+            setattr(clone, name, copy.deepcopy(value, memo))
+        return clone
 
     def oracle(self) -> Policy:
         """Replies with the reference solution (problems without one raise)."""
