@@ -104,7 +104,10 @@ class ToolEnv(gym.Wrapper[str, str, str, str]):
         parsed = parse_tool_calls(action)
         if not parsed.calls and not parsed.errors:
             return self.env.step(action)
-        results = [self._run(call, self.tool_map[call.name].call) for call in parsed.calls]
+        results = [
+            self.tool_map[call.name].call(call.arguments) if self._callable(call) else None
+            for call in parsed.calls
+        ]
         return self._tool_step(parsed.calls, results, parsed.errors)
 
     async def astep(self, action: str) -> StepResult:
@@ -116,16 +119,14 @@ class ToolEnv(gym.Wrapper[str, str, str, str]):
             return await astep(action)
         results = []
         for call in parsed.calls:
-            if call.name in self.tool_map and self._tool_turns < self.max_tool_turns:
+            if self._callable(call):
                 results.append(await self.tool_map[call.name].acall(call.arguments))
             else:
                 results.append(None)
         return self._tool_step(parsed.calls, results, parsed.errors)
 
-    def _run(self, call: ToolCall, function: Any) -> str | None:
-        if call.name not in self.tool_map or self._tool_turns >= self.max_tool_turns:
-            return None
-        return function(call.arguments)
+    def _callable(self, call: ToolCall) -> bool:
+        return call.name in self.tool_map and self._tool_turns < self.max_tool_turns
 
     def _tool_step(
         self, calls: list[ToolCall], results: list[str | None], errors: list[str]
