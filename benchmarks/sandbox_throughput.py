@@ -94,7 +94,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for program, code in PROGRAMS.items():
         for concurrency in (1, 16):
-            rows = {name: measure(run, code, args.calls, concurrency) for name, run in runners.items()}
+            rows = {
+                name: measure(run, code, args.calls, concurrency) for name, run in runners.items()
+            }
             base = rows.get("GEM run_python", {}).get("per_second")
             for name, row in rows.items():
                 ratio = f"{row['per_second'] / base:.1f}x" if base else "n/a"
