@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-from palaestra.sandboxes import ExecResult, LocalSandbox, Sandbox, SandboxSession
-
-_shared_sandbox: LocalSandbox | None = None
-_shared_lock = threading.Lock()
-
-
-def shared_sandbox() -> LocalSandbox:
-    """The process-wide default sandbox (started on first use; a pool for all envs and tools)."""
-    global _shared_sandbox
-    with _shared_lock:
-        if _shared_sandbox is None:
-            _shared_sandbox = LocalSandbox()
-        return _shared_sandbox
+from palaestra.sandboxes import ExecResult, Sandbox, SandboxSession
+from palaestra.sandboxes.factory import backend_class, resolve_sandbox
 
 
 def format_result(result: ExecResult, max_chars: int) -> str:
@@ -39,14 +27,16 @@ class PythonTool:
     """``python``: execute Python code and see stdout/stderr (tool-integrated reasoning).
 
     ``stateful=True`` keeps one interpreter per episode (variables persist across calls,
-    like a notebook); otherwise every call is a fresh program.
+    like a notebook); otherwise every call is a fresh program. ``sandbox`` is a
+    :class:`Sandbox`, a backend name (``"local"``, ``"docker"``, ``"e2b"``: the process-wide
+    one of that backend) or None (the shared local one).
     """
 
     name = "python"
 
     def __init__(
         self,
-        sandbox: Sandbox | None = None,
+        sandbox: Sandbox | str | None = None,
         *,
         timeout: float = 5.0,
         stateful: bool = False,
@@ -54,6 +44,8 @@ class PythonTool:
     ) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        if isinstance(sandbox, str):
+            backend_class(sandbox)  # an unknown name fails here, not at the first call
         self._sandbox = sandbox
         self.timeout = timeout
         self.stateful = stateful
@@ -62,7 +54,7 @@ class PythonTool:
 
     @property
     def sandbox(self) -> Sandbox:
-        return self._sandbox if self._sandbox is not None else shared_sandbox()
+        return resolve_sandbox(self._sandbox)
 
     @property
     def schema(self) -> dict[str, Any]:

@@ -10,8 +10,8 @@ from typing import Any, Literal
 from palaestra.core.env import Env, Policy, ResetResult, StepResult
 from palaestra.envs.code.grading import TestReport, grade
 from palaestra.envs.code.problems import SAMPLE_DATASET, CodeProblem, load_humaneval, load_problems
-from palaestra.envs.python_tool import shared_sandbox
 from palaestra.sandboxes import Sandbox
+from palaestra.sandboxes.factory import backend_class, resolve_sandbox
 
 _CODE_BLOCK = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
@@ -33,7 +33,8 @@ class CodeEnv(Env):
     Reward (on the final attempt; earlier attempts get 0): ``"fraction"`` of tests passed,
     or ``"all"`` (1 only if every test passes). ``max_turns`` attempts; the episode ends
     early when all tests pass. Problems come from ``problems`` (a loader or a list); which
-    one is chosen by ``options={"index": i}`` or by the seeded RNG.
+    one is chosen by ``options={"index": i}`` or by the seeded RNG. ``sandbox``: a
+    :class:`Sandbox`, a backend name (``"docker"``: the process-wide one) or None (local).
     """
 
     reward_range = (0.0, 1.0)
@@ -46,7 +47,7 @@ class CodeEnv(Env):
         reward: Literal["fraction", "all"] = "fraction",
         max_turns: int = 1,
         timeout: float = 5.0,
-        sandbox: Sandbox | None = None,
+        sandbox: Sandbox | str | None = None,
         max_failures_shown: int = 3,
         render_mode: str | None = None,
     ):
@@ -55,6 +56,8 @@ class CodeEnv(Env):
             raise ValueError(f"reward must be 'fraction' or 'all', got {reward!r}")
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if isinstance(sandbox, str):
+            backend_class(sandbox)  # an unknown name fails here, not at the first step
         self._source = problems
         self._problems: list[CodeProblem] | None = None
         self.reward_mode = reward
@@ -77,7 +80,7 @@ class CodeEnv(Env):
 
     @property
     def sandbox(self) -> Sandbox:
-        return self._sandbox if self._sandbox is not None else shared_sandbox()
+        return resolve_sandbox(self._sandbox)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
