@@ -175,13 +175,12 @@ class LocalSandbox(WorkerPoolSandbox):
                 "system, so sandboxed code can signal your other processes; use a kernel "
                 "with unprivileged user namespaces or the docker backend for untrusted code",
                 RuntimeWarning,
-                stacklevel=4,
+                stacklevel=6,
             )
 
     def worker_pids(self) -> list[int]:
         """Process ids of the idle warm interpreters (for monitoring and tests)."""
-        with self._available:
-            return [worker.process.pid for worker in self._idle]
+        return [worker.process.pid for worker in self._pool.idle()]
 
     def isolation_report(self) -> dict[str, Any]:
         """Which mechanisms confine the code on this machine (starts a worker if needed)."""

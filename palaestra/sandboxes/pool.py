@@ -15,9 +15,9 @@ import struct
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from itertools import count
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from palaestra.sandboxes.base import (
     ExecResult,
@@ -31,6 +31,7 @@ HOST_GRACE_SECONDS = 10.0
 """How long past a run's timeout the host waits for the worker before killing it."""
 
 _request_ids = count(1)
+T = TypeVar("T")
 
 
 class SandboxWorkerError(RuntimeError):
@@ -127,6 +128,85 @@ def _to_result(reply: dict[str, Any]) -> ExecResult:
     )
 
 
+class WarmPool(Generic[T]):
+    """Up to ``size`` started items (workers, containers, remote sandboxes), reused.
+
+    ``start`` makes one (blocking until it is ready); ``discard`` ends one. Items are
+    started on demand or by :meth:`warm`; :meth:`acquire` waits while all are in use.
+    """
+
+    def __init__(
+        self, size: int, start: Callable[[], T], discard: Callable[[T], None], *, owner: str
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"pool_size must be >= 1, got {size}")
+        self.size = size
+        self._start = start
+        self._discard = discard
+        self._owner = owner
+        self._idle: list[T] = []
+        self._live = 0
+        self._closed = False
+        self._available = threading.Condition()
+
+    def acquire(self) -> T:
+        with self._available:
+            while True:
+                if self._closed:
+                    raise RuntimeError(f"this {self._owner} is closed; create a new one")
+                if self._idle:
+                    return self._idle.pop()
+                if self._live < self.size:
+                    self._live += 1
+                    break
+                self._available.wait()
+        try:
+            return self._start()
+        except BaseException:
+            with self._available:
+                self._live -= 1
+                self._available.notify()
+            raise
+
+    def release(self, item: T, healthy: bool) -> None:
+        """Back to the pool if ``healthy``; otherwise discarded (in the background)."""
+        with self._available:
+            if healthy and not self._closed:
+                self._idle.append(item)
+            else:
+                self._live -= 1
+                threading.Thread(target=self._discard, args=(item,)).start()
+            self._available.notify()
+
+    def warm(self, count: int | None = None) -> None:
+        """Start ``count`` items now (default: the whole pool) so first uses are fast."""
+        items = [self.acquire() for _ in range(min(count or self.size, self.size))]
+        for item in items:
+            self.release(item, healthy=True)
+
+    def idle(self) -> list[T]:
+        with self._available:
+            return list(self._idle)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Discard every idle item; items in use are discarded when released."""
+        with self._available:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._live -= len(idle)
+            self._available.notify_all()
+        for item in idle:
+            self._discard(item)
+
+
+def _discard_worker(worker: FramedWorker) -> None:
+    worker.stop() if worker.alive else worker.kill()
+
+
 class WorkerPoolSandbox(SandboxBase, ABC):
     """Runs code on a pool of warm workers; subclasses say how a worker starts.
 
@@ -138,15 +218,12 @@ class WorkerPoolSandbox(SandboxBase, ABC):
     """Discard a worker whose run timed out instead of reusing it."""
 
     def __init__(self, *, pool_size: int, limits: Limits | None, env: Mapping[str, str]) -> None:
-        if pool_size < 1:
-            raise ValueError(f"pool_size must be >= 1, got {pool_size}")
+        self._pool = WarmPool(
+            pool_size, self._start_first_worker, _discard_worker, owner=type(self).__name__
+        )
         self.pool_size = pool_size
         self.limits = limits or Limits()
         self._env = dict(env)
-        self._idle: list[FramedWorker] = []
-        self._live = 0
-        self._closed = False
-        self._available = threading.Condition()
         self._report: dict[str, Any] | None = None
 
     @abstractmethod
@@ -156,45 +233,22 @@ class WorkerPoolSandbox(SandboxBase, ABC):
     def _first_worker_started(self, report: dict[str, Any]) -> None:
         """Called once with the first worker's isolation report (e.g. to warn)."""
 
-    # -- pool ---------------------------------------------------------------------------------
-
-    def _acquire(self) -> FramedWorker:
-        with self._available:
-            while True:
-                if self._closed:
-                    raise RuntimeError(f"this {type(self).__name__} is closed; create a new one")
-                if self._idle:
-                    return self._idle.pop()
-                if self._live < self.pool_size:
-                    self._live += 1
-                    break
-                self._available.wait()
-        try:
-            worker = self._start_worker()
-        except BaseException:
-            with self._available:
-                self._live -= 1
-                self._available.notify()
-            raise
+    def _start_first_worker(self) -> FramedWorker:
+        worker = self._start_worker()
         if self._report is None:
             self._report = worker.report
             self._first_worker_started(worker.report)
         return worker
 
+    def _acquire(self) -> FramedWorker:
+        return self._pool.acquire()
+
     def _release(self, worker: FramedWorker, healthy: bool) -> None:
-        with self._available:
-            if healthy and worker.alive and not self._closed:
-                self._idle.append(worker)
-            else:
-                self._live -= 1
-                threading.Thread(target=worker.stop if worker.alive else worker.kill).start()
-            self._available.notify()
+        self._pool.release(worker, healthy and worker.alive)
 
     def warm(self, count: int | None = None) -> None:
         """Start ``count`` workers now (default: the whole pool) so first runs are fast."""
-        workers = [self._acquire() for _ in range(min(count or self.pool_size, self.pool_size))]
-        for worker in workers:
-            self._release(worker, healthy=True)
+        self._pool.warm(count)
 
     # -- runs ---------------------------------------------------------------------------------
 
@@ -254,20 +308,15 @@ class WorkerPoolSandbox(SandboxBase, ABC):
 
     def close(self) -> None:
         """Stop every idle worker; runs in flight finish first."""
-        with self._available:
-            self._closed = True
-            idle, self._idle = self._idle, []
-            self._live -= len(idle)
-            self._available.notify_all()
-        for worker in idle:
-            worker.stop()
+        self._pool.close()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> WorkerPoolSandbox:
         """A sandbox is a shared service: copies of an env keep using the same pool."""
         return self
 
     def __del__(self) -> None:
-        if not getattr(self, "_closed", True):
+        pool = getattr(self, "_pool", None)
+        if pool is not None and not pool.closed:
             self.close()
 
 
