@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -187,3 +188,12 @@ def check_run_arguments(timeout: float, files: Mapping[str, str] | None) -> dict
             raise TypeError(f"content of file {name!r} must be str, got {type(content).__name__}")
         checked[normal] = content
     return checked
+
+
+def run_limits(limits: Limits, timeout: float, memory_mb: int | None) -> dict[str, int]:
+    """The limits of one run: CPU time no longer than the timeout, ``memory_mb`` if given."""
+    chosen = dict(limits.__dict__)
+    chosen["cpu_seconds"] = min(limits.cpu_seconds, math.ceil(timeout) + 1)
+    if memory_mb is not None:
+        chosen["memory_mb"] = Limits(memory_mb=memory_mb).memory_mb
+    return chosen

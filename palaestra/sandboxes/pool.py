@@ -10,7 +10,6 @@ an :class:`ExecResult`. Backends differ only in how a worker is started, fed and
 from __future__ import annotations
 
 import json
-import math
 import struct
 import threading
 import time
@@ -25,6 +24,7 @@ from palaestra.sandboxes.base import (
     SandboxBase,
     SessionBase,
     check_run_arguments,
+    run_limits,
 )
 
 HOST_GRACE_SECONDS = 10.0
@@ -256,11 +256,7 @@ class WorkerPoolSandbox(SandboxBase, ABC):
         return {"id": next(_request_ids), "env": self._env, "files": {}, "stdin": "", **fields}
 
     def _limits_for(self, timeout: float, memory_mb: int | None) -> dict[str, int]:
-        limits = dict(self.limits.__dict__)
-        limits["cpu_seconds"] = min(self.limits.cpu_seconds, math.ceil(timeout) + 1)
-        if memory_mb is not None:
-            limits["memory_mb"] = Limits(memory_mb=memory_mb).memory_mb
-        return limits
+        return run_limits(self.limits, timeout, memory_mb)
 
     def run(
         self,
