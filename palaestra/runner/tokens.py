@@ -99,7 +99,7 @@ class ChatTokenizer:
             {"role": "assistant", "content": _SENTINEL},
         ]
         text = self.render(base + new, add_generation_prompt=add_generation_prompt)
-        head, found, tail = text.rpartition(_SENTINEL)
+        _, found, tail = text.rpartition(_SENTINEL)
         if not found:
             raise ValueError("the chat template dropped the assistant message's content")
         return tail
