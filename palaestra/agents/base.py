@@ -88,3 +88,21 @@ async def close_agent(agent: Agent) -> None:
     aclose = getattr(agent, "aclose", None)
     if aclose is not None:
         await aclose()
+
+
+@dataclass(slots=True)
+class Sampling:
+    """Sampling settings shared by the model backends."""
+
+    max_tokens: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
