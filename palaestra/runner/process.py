@@ -13,7 +13,9 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+import palaestra
 from palaestra.core.env import ResetResult, StepResult
+from palaestra.core.registry import EnvSpec, UnknownEnvError
 
 _worker_envs: dict[int, Any] = {}
 _worker_free: dict[tuple, list[Any]] = {}
@@ -21,18 +23,33 @@ _worker_keys: dict[int, tuple] = {}
 
 
 def _remote_reset(
-    handle: int, env_id: str, kwargs: dict[str, Any], seed: int | None
+    handle: int, spec: EnvSpec, kwargs: dict[str, Any], seed: int | None
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    import palaestra
-
-    key = (env_id, tuple(sorted(kwargs.items())))
+    key = (spec.id, tuple(sorted(kwargs.items())))
     free = _worker_free.setdefault(key, [])
-    env = free.pop() if free else palaestra.make(env_id, **kwargs)
+    env = free.pop() if free else _make_in_worker(spec, kwargs)
     _worker_envs[handle] = env
     _worker_keys[handle] = key
     obs, info = env.reset(seed=seed)
     meta = {"system_prompt": env.system_prompt, "tools": env.tools, "max_turns": env.max_turns}
     return obs, info, meta
+
+
+def _make_in_worker(spec: EnvSpec, kwargs: dict[str, Any]) -> Any:
+    """Build the env, first registering its id if this worker does not know it.
+
+    Workers start fresh, so ids registered at run time in the parent (not by a package or
+    plugin) are registered again here from the parent's spec.
+    """
+    import palaestra
+
+    try:
+        palaestra.spec(spec.id)
+    except UnknownEnvError:
+        palaestra.register(
+            spec.id, spec.entry_point, kwargs=dict(spec.kwargs), description=spec.description
+        )
+    return palaestra.make(spec.id, **kwargs)
 
 
 def _remote_step(handle: int, action: str) -> StepResult:
@@ -49,16 +66,16 @@ def _remote_release(handle: int, reuse: bool) -> None:
 class RemoteEnv:
     """The async face of one env living in a worker process (``areset``/``astep`` only)."""
 
-    def __init__(self, pool: ProcessEnvPool, worker: int, handle: int, env_id: str, kwargs: dict):
+    def __init__(self, pool: ProcessEnvPool, worker: int, handle: int, spec: EnvSpec, kwargs: dict):
         self._pool, self._worker, self._handle = pool, worker, handle
-        self._env_id, self._kwargs = env_id, kwargs
+        self._spec, self._kwargs = spec, kwargs
         self.system_prompt: str | None = None
         self.tools: list[dict[str, Any]] = []
         self.max_turns: int | None = None
 
     async def areset(self, *, seed: int | None = None) -> ResetResult:
         obs, info, meta = await self._pool.call(
-            self._worker, _remote_reset, self._handle, self._env_id, self._kwargs, seed
+            self._worker, _remote_reset, self._handle, self._spec, self._kwargs, seed
         )
         self.system_prompt, self.tools, self.max_turns = (
             meta["system_prompt"],
@@ -94,10 +111,15 @@ class ProcessEnvPool:
         return await loop.run_in_executor(self._executors[worker], fn, *args)
 
     def acquire(self, env_id: str, kwargs: dict[str, Any]) -> RemoteEnv:
-        """A handle to a fresh env slot on the least-loaded worker (reset it before use)."""
+        """A handle to a fresh env slot on the least-loaded worker (reset it before use).
+
+        The env's spec must pickle: an entry point given as a ``"module:Class"`` string or
+        an importable class.
+        """
+        spec = palaestra.spec(env_id)
         worker = min(range(len(self.load)), key=self.load.__getitem__)
         self.load[worker] += 1
-        return RemoteEnv(self, worker, next(self._handles), env_id, kwargs)
+        return RemoteEnv(self, worker, next(self._handles), spec, kwargs)
 
     def close(self) -> None:
         for executor in self._executors:
