@@ -23,6 +23,9 @@ def make_agent(spec: str, **options: Any) -> Agent:
     if kind in ("oracle", "random", "human"):
         if rest:
             raise ValueError(f"agent spec {spec!r}: {kind!r} takes no argument")
+        options.pop("sampling", None)  # these agents do not sample from a model
+        if options:
+            raise ValueError(f"agent {kind!r} takes no options, got {sorted(options)}")
         return {"oracle": OracleAgent, "random": RandomAgent, "human": HumanAgent}[kind]()
     if not rest:
         raise ValueError(f"unknown agent spec {spec!r}; expected one of: {SPEC_HELP}")

@@ -100,18 +100,17 @@ class Runner:
         tasks = list(tasks)
         order = {id(task): i for i, task in enumerate(tasks)}
         results: list[Episode | None] = [None] * len(tasks)
-        async for task, episode in self._stream_with_tasks(tasks):
+        async for task, episode in self.stream_with_tasks(tasks):
             results[order[id(task)]] = episode
         return [episode for episode in results if episode is not None]
 
     async def stream(self, tasks: Iterable[Task]) -> AsyncIterator[Episode]:
         """Yield episodes as they finish (completion order, not task order)."""
-        async for _, episode in self._stream_with_tasks(tasks):
+        async for _, episode in self.stream_with_tasks(tasks):
             yield episode
 
-    async def _stream_with_tasks(
-        self, tasks: Iterable[Task]
-    ) -> AsyncIterator[tuple[Task, Episode]]:
+    async def stream_with_tasks(self, tasks: Iterable[Task]) -> AsyncIterator[tuple[Task, Episode]]:
+        """Like :meth:`stream`, paired with the task each episode ran."""
         self.stats = RunStats()
         pending = iter(tasks)
         done: asyncio.Queue[tuple[Task, Episode] | None] = asyncio.Queue()
@@ -154,6 +153,7 @@ class Runner:
         )
         env: Env | RemoteEnv | None = None
         healthy = False
+        started = time.perf_counter()
         try:
             env = self._acquire_env(task)
             await self._play(env, task, episode)
@@ -164,6 +164,7 @@ class Runner:
         finally:
             if env is not None:
                 await self._release_env(task, env, reuse=healthy)
+        episode.duration_s = time.perf_counter() - started
         self.stats.episodes += 1
         self.stats.turns += len(episode.turns)
         self.stats.errors += episode.error is not None
