@@ -160,6 +160,7 @@ def register(
             )
         for s in specs:
             _specs[s.id] = s
+            gym.registry.pop(gymnasium_id(s.id), None)
             gym.register(
                 id=gymnasium_id(s.id),
                 entry_point="palaestra.core.registry:make",
@@ -209,9 +210,10 @@ _plugins_loaded = False
 
 def _ensure_plugins() -> None:
     global _plugins_loaded
-    if not _plugins_loaded:
-        _plugins_loaded = True
-        load_plugins()
+    with _lock:
+        if not _plugins_loaded:
+            _plugins_loaded = True
+            load_plugins()
 
 
 def spec(id: str) -> EnvSpec:

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from palaestra.core.env import Env, Policy, ResetResult, StepResult
-from palaestra.envs.games._common import difficulty_preset, parse_move
+from palaestra.core.env import Policy, ResetResult, StepResult
+from palaestra.envs.games._common import TextGame, difficulty_preset, parse_move
 
 PRESETS: dict[str, dict[str, int]] = {
     "easy": {"min_number": 1, "max_number": 20, "max_turns": 8},
@@ -22,7 +22,7 @@ SYSTEM_PROMPT = (
 )
 
 
-class GuessTheNumber(Env):
+class GuessTheNumber(TextGame):
     """Find a secret integer; after each guess the env says whether it is higher or lower.
 
     Reward: 1 for the guess that hits the secret, 0 for every other step (also for malformed
@@ -31,7 +31,6 @@ class GuessTheNumber(Env):
     ``ceil(log2(max - min + 2))`` guesses.
     """
 
-    threaded_step = False
     system_prompt = SYSTEM_PROMPT
 
     def __init__(
@@ -54,8 +53,6 @@ class GuessTheNumber(Env):
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         self._secret = self.min_number
         self._low, self._high = self.min_number, self.max_number
-        self._turn = 0
-        self._done = False
         self._guesses: list[int] = []
 
     @property
@@ -69,9 +66,8 @@ class GuessTheNumber(Env):
         super().reset(seed=seed)
         self._secret = int(self.np_random.integers(self.min_number, self.max_number + 1))
         self._low, self._high = self.min_number, self.max_number
-        self._turn = 0
-        self._done = False
         self._guesses = []
+        self.start()
         task = (
             f"I am thinking of an integer between {self.min_number} and {self.max_number} "
             f"(inclusive). Find it in at most {self.max_turns} guesses. After each guess I will "
@@ -80,11 +76,8 @@ class GuessTheNumber(Env):
         )
         return task, {"role": "user"}
 
-    def step(self, action: str) -> StepResult:
-        if self._done:
-            return "The game is over. Reset to play again.", 0.0, True, False, {"role": "user"}
-        self._turn += 1
-        turns_left = self.max_turns - self._turn
+    def play(self, action: str) -> StepResult:
+        turns_left = self.turns_left()
         guess = _parse_int(parse_move(action))
         if guess is None:
             feedback = "I could not read a guess. Give one integer inside \\boxed{}, for example \\boxed{7}."
@@ -92,8 +85,8 @@ class GuessTheNumber(Env):
             feedback = f"{guess} is out of range: my number is between {self.min_number} and {self.max_number}."
         elif guess == self._secret:
             self._guesses.append(guess)
-            return self._finish(
-                f"Correct! My number was {guess}. You found it in {self._turn} guesses.", True
+            return self.finish(
+                f"Correct! My number was {guess}. You found it in {self.turn} guesses.", 1.0, True
             )
         else:
             self._guesses.append(guess)
@@ -104,20 +97,11 @@ class GuessTheNumber(Env):
                 self._high = min(self._high, guess - 1)
                 feedback = f"{guess} is too high: my number is lower."
         if turns_left == 0:
-            return self._finish(f"{feedback} No guesses left; my number was {self._secret}.", False)
+            return self.finish(
+                f"{feedback} No guesses left; my number was {self._secret}.", 0.0, False
+            )
         plural = "guess" if turns_left == 1 else "guesses"
-        return (
-            f"{feedback} You have {turns_left} {plural} left.",
-            0.0,
-            False,
-            False,
-            {"role": "user"},
-        )
-
-    def _finish(self, observation: str, success: bool) -> StepResult:
-        self._done = True
-        info = {"role": "user", "success": success, "metrics": {"turns": float(self._turn)}}
-        return observation, 1.0 if success else 0.0, True, False, info
+        return self.proceed(f"{feedback} You have {turns_left} {plural} left.")
 
     def oracle(self) -> Policy:
         """Binary search over the interval the feedback so far leaves open."""
@@ -128,7 +112,7 @@ class GuessTheNumber(Env):
 
     def render_text(self) -> str:
         guesses = ", ".join(map(str, self._guesses)) or "none"
-        return f"range {self.min_number}..{self.max_number}, turn {self._turn}/{self.max_turns}, guesses: {guesses}"
+        return f"range {self.min_number}..{self.max_number}, turn {self.turn}/{self.max_turns}, guesses: {guesses}"
 
 
 def _parse_int(move: str | None) -> int | None:

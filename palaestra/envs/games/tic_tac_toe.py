@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from palaestra.core.env import Env, Policy, ResetResult, StepResult
-from palaestra.envs.games._common import difficulty_preset, parse_move
+from palaestra.core.env import Policy, ResetResult, StepResult
+from palaestra.envs.games._common import TextGame, difficulty_preset, parse_move
 
 Board = tuple[str, ...]  # 9 cells, each "X", "O" or " "; cell i is square i + 1
 
@@ -20,7 +20,13 @@ PRESETS: dict[str, dict[str, float]] = {
     "hard": {"blunder_prob": 0.0},
 }
 
-REWARD = {"win": 1.0, "draw": 0.5, "loss": 0.0}
+REWARD = {"win": 1.0, "draw": 0.5, "loss": 0.0, "out_of_turns": 0.0}
+OUTCOME_TEXT = {
+    "win": "Three in a row: you win!",
+    "loss": "Three in a row: I win.",
+    "draw": "The board is full: a draw.",
+    "out_of_turns": "You are out of turns, so you lose.",
+}
 
 SYSTEM_PROMPT = (
     "You are playing tic-tac-toe. Think step by step, then give the number of the square you "
@@ -78,17 +84,16 @@ def render_board(board: Board) -> str:
     return "\n---+---+---\n".join(rows)
 
 
-class TicTacToe(Env):
-    """Tic-tac-toe against a minimax opponent that plays a random move with ``blunder_prob``.
+class TicTacToe(TextGame):
+    """Tic-tac-toe against a minimax opponent that sometimes blunders into a random move.
 
-    The agent plays X (moves first) or, with ``agent_first=False``, O. Reward at the end of
+    The opponent plays a random legal move with probability ``blunder_prob``. The agent plays X (moves first) or, with ``agent_first=False``, O. Reward at the end of
     the game: win 1, draw 0.5, loss 0; illegal or unreadable moves get 0, change nothing and
     count toward ``max_turns`` (running out of turns is a loss). ``info["success"]`` is True
     when the agent did not lose: against the perfect opponent (``hard``) a draw is the best
     achievable result.
     """
 
-    threaded_step = False
     system_prompt = SYSTEM_PROMPT
 
     def __init__(
@@ -111,16 +116,13 @@ class TicTacToe(Env):
         self.max_turns = max_turns
         self.agent_mark, self.opponent_mark = ("X", "O") if agent_first else ("O", "X")
         self._board: Board = (" ",) * 9
-        self._turn = 0
-        self._done = False
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> ResetResult:
         super().reset(seed=seed)
         self._board = (" ",) * 9
-        self._turn = 0
-        self._done = False
+        self.start()
         intro = f"Let's play tic-tac-toe. You are {self.agent_mark}, I am {self.opponent_mark}."
         if not self.agent_first:
             move = self._opponent_move()
@@ -133,56 +135,26 @@ class TicTacToe(Env):
         )
         return task, {"role": "user"}
 
-    def step(self, action: str) -> StepResult:
-        if self._done:
-            return "The game is over. Reset to play again.", 0.0, True, False, {"role": "user"}
-        self._turn += 1
+    def play(self, action: str) -> StepResult:
         move = _parse_square(parse_move(action))
         if move is None or self._board[move] != " ":
             reason = (
-                "That is not a free square."
-                if move is not None
-                else "I could not read a square number."
+                "I could not read a square number."
+                if move is None
+                else "That is not a free square."
             )
-            if self._turn >= self.max_turns:
-                return self._finish(f"{reason} You are out of turns, so you lose.", "loss")
-            return (
-                f"{reason} Give a free square's number (1-9) inside \\boxed{{}}.\n\n{render_board(self._board)}",
-                0.0,
-                False,
-                False,
-                {"role": "user"},
+            return self._continue(
+                f"{reason} Give a free square's number (1-9) inside \\boxed{{}}.\n\n{render_board(self._board)}"
             )
         self._board = _play(self._board, move, self.agent_mark)
-        if winner(self._board) == self.agent_mark:
-            return self._finish(f"{render_board(self._board)}\n\nThree in a row: you win!", "win")
-        if not legal_moves(self._board):
-            return self._finish(
-                f"{render_board(self._board)}\n\nThe board is full: a draw.", "draw"
-            )
+        if outcome := self._outcome():
+            return self._end(render_board(self._board), outcome)
         reply = self._opponent_move()
         self._board = _play(self._board, reply, self.opponent_mark)
-        board_text = render_board(self._board)
-        if winner(self._board) == self.opponent_mark:
-            return self._finish(
-                f"I took square {reply + 1}.\n\n{board_text}\n\nThree in a row: I win.", "loss"
-            )
-        if not legal_moves(self._board):
-            return self._finish(
-                f"I took square {reply + 1}.\n\n{board_text}\n\nThe board is full: a draw.", "draw"
-            )
-        if self._turn >= self.max_turns:
-            return self._finish(
-                f"I took square {reply + 1}.\n\n{board_text}\n\nYou are out of turns, so you lose.",
-                "loss",
-            )
-        return (
-            f"I took square {reply + 1}.\n\n{board_text}\n\nYour move.",
-            0.0,
-            False,
-            False,
-            {"role": "user"},
-        )
+        text = f"I took square {reply + 1}.\n\n{render_board(self._board)}"
+        if outcome := self._outcome():
+            return self._end(text, outcome)
+        return self._continue(f"{text}\n\nYour move.")
 
     def _opponent_move(self) -> int:
         if self.np_random.random() < self.blunder_prob:
@@ -191,15 +163,24 @@ class TicTacToe(Env):
             options = best_moves(self._board, self.opponent_mark)
         return int(options[int(self.np_random.integers(len(options)))])
 
-    def _finish(self, observation: str, outcome: str) -> StepResult:
-        self._done = True
-        info = {
-            "role": "user",
-            "success": outcome != "loss",
-            "outcome": outcome,
-            "metrics": {"turns": float(self._turn), "win": float(outcome == "win")},
-        }
-        return observation, REWARD[outcome], True, False, info
+    def _outcome(self) -> str | None:
+        """``"win"``/``"loss"``/``"draw"`` from the agent's side once the game is decided."""
+        won = winner(self._board)
+        if won is not None:
+            return "win" if won == self.agent_mark else "loss"
+        return None if legal_moves(self._board) else "draw"
+
+    def _end(self, text: str, outcome: str) -> StepResult:
+        observation = f"{text}\n\n{OUTCOME_TEXT[outcome]}"
+        success = outcome in ("win", "draw")
+        result = self.finish(observation, REWARD[outcome], success, win=float(outcome == "win"))
+        result[4]["outcome"] = outcome
+        return result
+
+    def _continue(self, observation: str) -> StepResult:
+        if self.turns_left() <= 0:
+            return self._end(observation, "out_of_turns")
+        return self.proceed(observation)
 
     def oracle(self) -> Policy:
         """Perfect play: a minimax-optimal move that wins fastest (never loses)."""

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from palaestra.core.env import Env, Policy, ResetResult, StepResult
-from palaestra.envs.games._common import difficulty_preset, parse_move
+from palaestra.core.env import Policy, ResetResult, StepResult
+from palaestra.envs.games._common import TextGame, difficulty_preset, parse_move
 
 WORD_LENGTH = 5
 OPENER = "raise"
@@ -59,7 +59,7 @@ def feedback(guess: str, secret: str) -> str:
     return "".join(marks)
 
 
-class Wordle(Env):
+class Wordle(TextGame):
     """Find a secret five-letter word; each guess is answered with per-letter marks.
 
     Reward: 1 when the word is found, 0 for every other step. Guesses must be English words
@@ -68,7 +68,6 @@ class Wordle(Env):
     pool (common words, or every accepted word) and the number of turns.
     """
 
-    threaded_step = False
     system_prompt = SYSTEM_PROMPT
 
     def __init__(
@@ -88,8 +87,6 @@ class Wordle(Env):
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         self._secret = ""
-        self._turn = 0
-        self._done = False
         self._history: list[tuple[str, str]] = []
 
     def reset(
@@ -98,9 +95,8 @@ class Wordle(Env):
         super().reset(seed=seed)
         answers = word_list(self.answer_pool)
         self._secret = answers[int(self.np_random.integers(len(answers)))]
-        self._turn = 0
-        self._done = False
         self._history = []
+        self.start()
         task = (
             f"Let's play Wordle. Find my secret {WORD_LENGTH}-letter English word in at most "
             f"{self.max_turns} guesses. After each guess I mark every letter: {LEGEND} "
@@ -108,10 +104,7 @@ class Wordle(Env):
         )
         return task, {"role": "user"}
 
-    def step(self, action: str) -> StepResult:
-        if self._done:
-            return "The game is over. Reset to play again.", 0.0, True, False, {"role": "user"}
-        self._turn += 1
+    def play(self, action: str) -> StepResult:
         move = parse_move(action)
         guess = move.lower() if move is not None else None
         if guess is None or len(guess) != WORD_LENGTH or not (guess.isascii() and guess.isalpha()):
@@ -122,22 +115,16 @@ class Wordle(Env):
             marks = feedback(guess, self._secret)
             self._history.append((guess, marks))
             if guess == self._secret:
-                return self._finish(
-                    f"{_spaced(guess.upper())}\n{_spaced(marks)}\nSolved in {self._turn} guesses!",
-                    True,
+                solved = (
+                    f"{_spaced(guess.upper())}\n{_spaced(marks)}\nSolved in {self.turn} guesses!"
                 )
+                return self.finish(solved, 1.0, True)
             result = f"{_spaced(guess.upper())}\n{_spaced(marks)}"
-        turns_left = self.max_turns - self._turn
-        if turns_left == 0:
-            return self._finish(
-                f"{result}\nNo guesses left. The word was {self._secret.upper()}.", False
+        if self.turns_left() == 0:
+            return self.finish(
+                f"{result}\nNo guesses left. The word was {self._secret.upper()}.", 0.0, False
             )
-        return f"{result}\nGuesses left: {turns_left}.", 0.0, False, False, {"role": "user"}
-
-    def _finish(self, observation: str, success: bool) -> StepResult:
-        self._done = True
-        info = {"role": "user", "success": success, "metrics": {"turns": float(self._turn)}}
-        return observation, 1.0 if success else 0.0, True, False, info
+        return self.proceed(f"{result}\nGuesses left: {self.turns_left()}.")
 
     def oracle(self) -> Policy:
         """A feedback-driven solver: opens with RAISE, then plays the candidate (a word still
@@ -145,7 +132,7 @@ class Wordle(Env):
         On the last turn it plays the secret, which it rarely needs (see the tests)."""
 
         def policy(observation: str) -> str:
-            if self.max_turns - self._turn == 1:
+            if self.turns_left() == 1:
                 return "\\boxed{" + self._secret + "}"
             return "\\boxed{" + solver_guess(tuple(self._history), self.answer_pool) + "}"
 

@@ -1,0 +1,50 @@
+import json
+
+from palaestra.core import Episode, Turn
+
+
+def _episode() -> Episode:
+    return Episode(
+        env_id="game:GuessTheNumber-v0",
+        seed=3,
+        task="guess",
+        system_prompt="be brief",
+        turns=[
+            Turn(
+                action="\\boxed{25}",
+                observation="too low",
+                reward=0.0,
+                token_ids=[5, 6],
+                logprobs=[-0.1, -0.2],
+            ),
+            Turn(
+                action="\\boxed{37}",
+                observation="correct",
+                reward=1.0,
+                terminated=True,
+                info={"success": True},
+            ),
+        ],
+        success=True,
+    )
+
+
+def test_episode_derives_rewards_and_messages():
+    episode = _episode()
+    assert episode.rewards == [0.0, 1.0] and episode.total_reward == 1.0
+    assert episode.num_turns == 2 and episode.done
+    assert [m["role"] for m in episode.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert episode.messages[-1]["content"] == "correct"
+
+
+def test_episode_round_trips_through_json():
+    episode = _episode()
+    restored = Episode.from_dict(json.loads(json.dumps(episode.to_dict())))
+    assert restored == episode

@@ -1,0 +1,134 @@
+import pytest
+
+import palaestra
+from palaestra.envs.games.guess_the_number import GuessTheNumber
+from palaestra.envs.games.tic_tac_toe import best_moves, minimax_value, winner
+from palaestra.envs.games.wordle import feedback, solver_guess, word_list
+from tests.conftest import play_episode
+
+# --- guess the number -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+def test_binary_search_never_needs_more_than_log2_guesses(difficulty):
+    env = GuessTheNumber(difficulty)
+    for seed in range(40):
+        transcript = play_episode(env, seed)
+        assert transcript[-1][5] is True
+        assert len(transcript) - 1 <= env.optimal_turns
+
+
+def test_guess_feedback_and_bad_guesses():
+    env = GuessTheNumber(min_number=1, max_number=10, max_turns=4)
+    env.reset(seed=0)
+    secret = env._secret
+    low_guess = 1 if secret != 1 else 10
+    observation, reward, terminated, *_ = env.step(f"\\boxed{{{low_guess}}}")
+    assert ("higher" if low_guess < secret else "lower") in observation
+    assert (reward, terminated) == (0.0, False)
+    observation, reward, terminated, *_ = env.step("I think it's eleven")
+    assert "could not read" in observation and "2 guesses left" in observation
+    observation, *_ = env.step("\\boxed{99}")
+    assert "out of range" in observation
+    observation, reward, terminated, truncated, info = env.step("no idea")
+    assert terminated and not truncated and info["success"] is False and reward == 0.0
+    assert str(secret) in observation
+    assert env.step("\\boxed{5}")[0].startswith("The game is over")
+
+
+def test_guess_accepts_bare_numbers_and_signs():
+    env = GuessTheNumber(min_number=-5, max_number=-5)
+    env.reset(seed=0)
+    assert env.step("-5")[1] == 1.0
+
+
+def test_guess_rejects_bad_configuration():
+    with pytest.raises(ValueError, match="unknown difficulty 'extreme'"):
+        GuessTheNumber("extreme")
+    with pytest.raises(ValueError, match="min_number"):
+        GuessTheNumber(min_number=10, max_number=1)
+
+
+# --- wordle ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("guess", "secret", "marks"),
+    [
+        ("crane", "crane", "GGGGG"),
+        ("crane", "cacao", "GXYXX"),
+        ("speed", "abide", "XXYXY"),  # only one E is yellow: ABIDE has one E
+        ("eerie", "those", "XXXXG"),  # the green E uses up the only E
+        ("lolly", "hello", "XYGGX"),  # both greens use up the two Ls
+        ("allee", "eagle", "YYXYG"),
+    ],
+)
+def test_wordle_feedback_handles_repeated_letters(guess, secret, marks):
+    assert feedback(guess, secret) == marks
+
+
+def test_wordle_word_lists_ship_with_the_package():
+    answers, accepted = word_list("common"), word_list("all")
+    assert len(answers) > 2000 and len(accepted) > 4000
+    assert set(answers) <= set(accepted)
+    assert all(len(word) == 5 and word.isalpha() and word.islower() for word in accepted)
+
+
+def test_wordle_solver_needs_the_last_turn_fallback_rarely():
+    """Without knowing the secret the solver finds 19 in 20 common words within 6 guesses."""
+    solved = 0
+    sample = word_list("common")[::20]
+    for secret in sample:
+        history: tuple = ()
+        for _ in range(6):
+            guess = solver_guess(history)
+            history = (*history, (guess, feedback(guess, secret)))
+            if guess == secret:
+                solved += 1
+                break
+    assert solved / len(sample) >= 0.95
+
+
+def test_wordle_refuses_unknown_and_malformed_words():
+    env = palaestra.make("game:Wordle-v0")
+    env.reset(seed=0)
+    assert "not in my word list" in env.step("\\boxed{zzzzz}")[0]
+    assert "5-letter word" in env.step("\\boxed{hi}")[0]
+    observation, _, terminated, *_ = env.step("\\boxed{CRANE}")
+    assert "C R A N E" in observation and "Guesses left: 3" in observation and not terminated
+
+
+# --- tic-tac-toe -------------------------------------------------------------------------------
+
+
+def test_minimax_values():
+    empty = (" ",) * 9
+    assert minimax_value(empty, "X") == 0  # perfect play draws
+    board = ("X", "X", " ", "O", "O", " ", " ", " ", " ")
+    assert best_moves(board, "X") == [2]  # take the win, not the block
+    assert winner(("O", "X", " ", "X", "O", " ", " ", "X", "O")) == "O"
+
+
+@pytest.mark.parametrize("agent_first", [True, False])
+def test_oracle_never_loses_to_the_perfect_opponent(agent_first):
+    env = palaestra.make("game:TicTacToe-Hard-v0", agent_first=agent_first)
+    for seed in range(15):
+        transcript = play_episode(env, seed)
+        assert transcript[-1][2] == 0.5  # perfect play on both sides is a draw
+
+
+def test_illegal_moves_count_and_running_out_loses():
+    env = palaestra.make("game:TicTacToe-v0", max_turns=5)
+    env.reset(seed=0)
+    env.step("\\boxed{5}")
+    for _ in range(3):
+        observation, reward, terminated, *_ = env.step("\\boxed{5}")
+        assert "not a free square" in observation and reward == 0.0 and not terminated
+    observation, reward, terminated, _, info = env.step("pass")
+    assert terminated and info["outcome"] == "out_of_turns" and reward == 0.0
+    assert info["success"] is False and "out of turns" in observation
+
+
+def test_agent_second_sees_the_opponents_opening():
+    observation, _ = palaestra.make("game:TicTacToe-v0", agent_first=False).reset(seed=0)
+    assert "You are O" in observation and "I took square" in observation
