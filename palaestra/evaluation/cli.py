@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -49,6 +50,8 @@ def eval_command(
 ) -> None:
     """Evaluate an agent on environments: results table, JSONL trajectories, HTML report."""
     console = Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 120)  # keep table rows on one line in logs
     try:
         ks = pass_k or ([1, samples] if samples > 1 else [])
         config = EvalConfig(
@@ -121,12 +124,12 @@ async def _run(agent, config: EvalConfig, console: Console, quiet: bool) -> Eval
 def results_table(summaries: list[EnvSummary], *, title: str = "") -> Table:
     """A rich table with one row per env."""
     ks = sorted({k for s in summaries for k in s.pass_at})
-    table = Table(title=title, title_justify="left")
-    table.add_column("env", style="cyan", no_wrap=True)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("env", style="cyan", no_wrap=True, min_width=3)
     for name in ["episodes", "reward", "success", "turns", "tokens", "errors", "wall s"]:
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", no_wrap=True)
     for k in ks:
-        table.add_column(f"pass@{k}", justify="right")
+        table.add_column(f"pass@{k}", justify="right", no_wrap=True)
     for s in summaries:
         success_style = (
             "green" if s.success_rate >= 0.8 else "yellow" if s.success_rate >= 0.3 else "red"
