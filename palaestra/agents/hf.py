@@ -8,6 +8,7 @@ one request at a time (a CPU fallback and a reference, not a fast server).
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from palaestra.agents.base import Action, Conversation, Sampling
@@ -46,7 +47,7 @@ class HFAgent:
         self.tokenizer = tokenizer
         self.sampling = sampling or Sampling()
         self.stop_token_ids = stop_token_ids or default_stop_ids(tokenizer)
-        self._lock = asyncio.Lock()
+        self._lock = threading.Lock()  # one generate at a time, from any event loop
 
     async def act(self, conversation: Conversation) -> Action:
         prompt_ids = conversation.prompt_ids
@@ -55,10 +56,13 @@ class HFAgent:
                 conversation.messages, add_generation_prompt=True, tokenize=True
             )
         seed = int(conversation.rng.integers(2**31))
-        async with self._lock:
-            return await asyncio.to_thread(self._generate, list(prompt_ids), seed)
+        return await asyncio.to_thread(self._generate, list(prompt_ids), seed)
 
     def _generate(self, prompt_ids: list[int], seed: int) -> Action:
+        with self._lock:
+            return self._generate_locked(prompt_ids, seed)
+
+    def _generate_locked(self, prompt_ids: list[int], seed: int) -> Action:
         import torch
 
         torch.manual_seed(seed)

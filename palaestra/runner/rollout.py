@@ -213,6 +213,9 @@ class Runner:
                 if truncated:
                     episode.truncation_reason = info.get("truncation_reason", "env")
                 break
+            if turn_number == limit - 1:
+                self._truncate(episode, "turn_limit")
+                break
             messages.append({"role": "assistant", "content": action.text})
             message = {"role": role, "content": observation}
             messages.append(message)
@@ -226,8 +229,6 @@ class Runner:
                 ):
                     self._truncate(episode, "token_budget")
                     break
-        else:
-            self._truncate(episode, "turn_limit")
         episode.success = bool(info.get("success", False))
         episode.metrics = dict(info.get("metrics", {}))
 
