@@ -11,13 +11,13 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import palaestra
 from palaestra.agents.base import Action, Agent, Conversation
-from palaestra.core.env import Env
+from palaestra.core.env import Env, StepResult
 from palaestra.core.types import Episode, Message, Turn
 from palaestra.runner.process import ProcessEnvPool, RemoteEnv
 from palaestra.runner.tasks import Task
@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 _AGENT_SEED_SALT = 0x5A6E7
 """Keeps agent rngs apart from env rngs: numpy seeds ``s`` and ``(s, 0)`` give the same stream."""
+
+_YIELD_EVERY_S = 0.005
 
 DEFAULT_MAX_TURNS = 64
 """Turn cap for envs that set no ``max_turns`` of their own and runs that give none."""
@@ -79,6 +81,7 @@ class Runner:
         if max_episode_tokens is not None and tokenizer is None:
             raise ValueError("max_episode_tokens needs an agent with a tokenizer")
         self.agent = agent
+        self._tokenizer = tokenizer
         self.concurrency = concurrency
         self.max_turns = max_turns
         self.max_episode_tokens = max_episode_tokens
@@ -118,10 +121,17 @@ class Runner:
             self._process_pool = ProcessEnvPool(self.process_workers)
 
         async def worker() -> None:
+            last_yield = time.perf_counter()
             try:
                 for task in pending:
                     done.put_nowait((task, await self.run_episode(task)))
-                    await asyncio.sleep(0)  # let the consumer and other episodes move
+                    # Episodes whose agent never waits would hold the loop; hand it over
+                    # now and then so results stream out (a yield per episode costs more
+                    # than a cheap episode).
+                    now = time.perf_counter()
+                    if now - last_yield > _YIELD_EVERY_S:
+                        last_yield = now
+                        await asyncio.sleep(0)
             finally:
                 done.put_nowait(None)
 
@@ -154,8 +164,9 @@ class Runner:
         env: Env | RemoteEnv | None = None
         healthy = False
         started = time.perf_counter()
+        env_key = task.env_key
         try:
-            env = self._acquire_env(task)
+            env = self._acquire_env(task, env_key)
             await self._play(env, task, episode)
             healthy = True
         except Exception as exc:
@@ -163,7 +174,7 @@ class Runner:
             logger.warning("episode %s seed=%s failed: %s", task.env_id, task.seed, episode.error)
         finally:
             if env is not None:
-                await self._release_env(task, env, reuse=healthy)
+                await self._release_env(env_key, env, reuse=healthy)
         episode.duration_s = time.perf_counter() - started
         self.stats.episodes += 1
         self.stats.turns += len(episode.turns)
@@ -189,11 +200,15 @@ class Runner:
             conversation.prompt_ids = recorder.start(episode, messages)
         limit = self.max_turns or env.max_turns or DEFAULT_MAX_TURNS
         agent = self.agent
+        inline_step = _inline_step(env)
         for turn_number in range(limit):
             action: Action = await agent.act(conversation)
             if recorder is not None:
                 completion = recorder.add_action(episode, action, turn_number)
-            observation, reward, terminated, truncated, info = await env.astep(action.text)
+            if inline_step is not None:
+                observation, reward, terminated, truncated, info = inline_step(action.text)
+            else:
+                observation, reward, terminated, truncated, info = await env.astep(action.text)
             role = info.get("role", "user")
             episode.turns.append(
                 Turn(
@@ -238,7 +253,7 @@ class Runner:
         episode.truncation_reason = reason
 
     def _recorder(self, env: Env | RemoteEnv) -> TokenRecorder | None:
-        tokenizer = getattr(self.agent, "tokenizer", None)
+        tokenizer = self._tokenizer
         if tokenizer is None:
             return None
         tools = env.tools
@@ -250,14 +265,21 @@ class Runner:
             self._recorders[key] = recorder
         return recorder
 
-    def _acquire_env(self, task: Task) -> Env | RemoteEnv:
+    def _acquire_env(self, task: Task, env_key: tuple) -> Env | RemoteEnv:
         if self._process_pool is not None:
             return self._process_pool.acquire(task.env_id, dict(task.env_kwargs))
-        free = self._free_envs[task.env_key]
+        free = self._free_envs[env_key]
         return free.pop() if free else palaestra.make(task.env_id, **task.env_kwargs)
 
-    async def _release_env(self, task: Task, env: Env | RemoteEnv, *, reuse: bool) -> None:
+    async def _release_env(self, env_key: tuple, env: Env | RemoteEnv, *, reuse: bool) -> None:
         if isinstance(env, RemoteEnv):
             await env.release(reuse)
         elif reuse:
-            self._free_envs[task.env_key].append(env)
+            self._free_envs[env_key].append(env)
+
+
+def _inline_step(env: Env | RemoteEnv) -> Callable[[str], StepResult] | None:
+    """``env.step`` when ``env.astep`` would just call it inline (saves a coroutine per turn)."""
+    if isinstance(env, Env) and not env.threaded_step and type(env).astep is Env.astep:
+        return env.step
+    return None

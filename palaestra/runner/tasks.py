@@ -24,6 +24,8 @@ class Task:
     @property
     def env_key(self) -> tuple[str, tuple[tuple[str, Any], ...]]:
         """Hashable identity of the env this task needs (id + kwargs)."""
+        if not self.env_kwargs:
+            return self.env_id, ()
         return self.env_id, tuple(sorted(self.env_kwargs.items()))
 
 
