@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 _AGENT_SEED_SALT = 0x5A6E7
 """Keeps agent rngs apart from env rngs: numpy seeds ``s`` and ``(s, 0)`` give the same stream."""
 
-_YIELD_EVERY_S = 0.005
+_YIELD_EVERY_S = 0.001
 
 DEFAULT_MAX_TURNS = 64
 """Turn cap for envs that set no ``max_turns`` of their own and runs that give none."""
@@ -120,14 +120,16 @@ class Runner:
         if self.process_workers and self._process_pool is None:
             self._process_pool = ProcessEnvPool(self.process_workers)
 
+        last_yield = time.perf_counter()
+
         async def worker() -> None:
-            last_yield = time.perf_counter()
+            nonlocal last_yield
             try:
                 for task in pending:
                     done.put_nowait((task, await self.run_episode(task)))
                     # Episodes whose agent never waits would hold the loop; hand it over
-                    # now and then so results stream out (a yield per episode costs more
-                    # than a cheap episode).
+                    # every few ms (shared clock) so results stream out. A yield per
+                    # episode would cost more than a cheap episode.
                     now = time.perf_counter()
                     if now - last_yield > _YIELD_EVERY_S:
                         last_yield = now
