@@ -28,7 +28,8 @@ logger = logging.getLogger(__name__)
 _AGENT_SEED_SALT = 0x5A6E7
 """Keeps agent rngs apart from env rngs: numpy seeds ``s`` and ``(s, 0)`` give the same stream."""
 
-_YIELD_EVERY_S = 0.001
+_STREAM_WINDOW = 64
+"""Finished episodes a stream holds unread before its workers pause for the reader."""
 
 DEFAULT_MAX_TURNS = 64
 """Turn cap for envs that set no ``max_turns`` of their own and runs that give none."""
@@ -117,23 +118,19 @@ class Runner:
         self.stats = RunStats()
         pending = iter(tasks)
         done: asyncio.Queue[tuple[Task, Episode] | None] = asyncio.Queue()
+        drained = asyncio.Event()
+        window = max(_STREAM_WINDOW, self.concurrency)
         if self.process_workers and self._process_pool is None:
             self._process_pool = ProcessEnvPool(self.process_workers)
 
-        last_yield = time.perf_counter()
-
         async def worker() -> None:
-            nonlocal last_yield
             try:
                 for task in pending:
                     done.put_nowait((task, await self.run_episode(task)))
-                    # Episodes whose agent never waits would hold the loop; hand it over
-                    # every few ms (shared clock) so results stream out. A yield per
-                    # episode would cost more than a cheap episode.
-                    now = time.perf_counter()
-                    if now - last_yield > _YIELD_EVERY_S:
-                        last_yield = now
-                        await asyncio.sleep(0)
+                    if done.qsize() >= window:
+                        # Backpressure: episodes whose agent never waits would otherwise
+                        # pile up unread (and keep the garbage collector busy).
+                        await drained.wait()
             finally:
                 done.put_nowait(None)
 
@@ -141,6 +138,9 @@ class Runner:
         remaining = len(workers)
         try:
             while remaining:
+                if done.empty():
+                    drained.set()  # wake the workers waiting for the reader
+                    drained.clear()
                 item = await done.get()
                 if item is None:
                     remaining -= 1
