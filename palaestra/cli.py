@@ -1,4 +1,4 @@
-"""The ``palaestra`` command line: list, inspect and play environments."""
+"""The ``palaestra`` command line: list, inspect and play environments; evaluate agents."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from rich.table import Table
 
 import palaestra
 from palaestra.core.env import Env
+from palaestra.evaluation.cli import register_cli as register_eval_cli
 
 app = typer.Typer(
     name="palaestra",
@@ -152,6 +153,9 @@ def play(
             console.print(f"{outcome}: return {total:g} in {turn} turns")
             break
     env.close()
+
+
+register_eval_cli(app)
 
 
 def main() -> None:

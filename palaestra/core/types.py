@@ -38,6 +38,7 @@ class Episode:
     and observations): ``loss_mask`` is 1 on policy tokens only, ``turn_index`` is the turn a
     token belongs to (-1 for the initial prompt), ``logprobs`` is 0.0 where the engine gave none.
     ``error`` is set when the env or agent crashed; such episodes are kept out of training.
+    ``duration_s`` is the wall time from reset to the episode's end.
     """
 
     env_id: str
@@ -51,6 +52,7 @@ class Episode:
     error: str | None = None
     policy_version: int = 0
     group_id: int | None = None
+    duration_s: float = 0.0
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)

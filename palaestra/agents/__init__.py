@@ -1,0 +1,24 @@
+"""Agents: ``Agent.act(conversation) -> Action`` and its backends (``DESIGN.md`` §5).
+
+Model backends (``openai``, ``vllm``, ``hf``) import their heavy dependencies only when
+built; :func:`make_agent` builds any agent from a spec string such as ``"oracle"`` or
+``"openai:Qwen/Qwen3-0.6B@http://localhost:8000/v1"``.
+"""
+
+from palaestra.agents.base import Action, Agent, Conversation, agent_name, close_agent
+from palaestra.agents.simple import HumanAgent, LatencyAgent, OracleAgent, PolicyAgent, RandomAgent
+from palaestra.agents.spec import make_agent
+
+__all__ = [
+    "Action",
+    "Agent",
+    "Conversation",
+    "HumanAgent",
+    "LatencyAgent",
+    "OracleAgent",
+    "PolicyAgent",
+    "RandomAgent",
+    "agent_name",
+    "close_agent",
+    "make_agent",
+]

@@ -1,0 +1,108 @@
+"""The agent protocol: ``Agent.act(conversation) -> Action`` (``DESIGN.md`` §5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from palaestra.core.types import Message
+
+if TYPE_CHECKING:
+    from palaestra.core.env import Env
+
+
+@dataclass(slots=True)
+class Action:
+    """What an agent returns for one turn.
+
+    ``token_ids``/``logprobs`` are the completion's tokens exactly as the engine sampled them
+    (empty when the backend does not report them); ``finish_reason`` is the engine's
+    (``"stop"``, ``"length"``, ...) or None.
+    """
+
+    text: str
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str | None = None
+
+
+@dataclass(slots=True)
+class Conversation:
+    """The state an agent sees when it acts; the runner keeps one per episode and grows it.
+
+    ``messages`` is the chat so far (system prompt, task, then action/observation pairs).
+    ``prompt_ids`` is the token sequence the policy continues, ending with the generation
+    prompt; it is set only when the agent has a ``tokenizer`` (token-in, token-out).
+    ``env`` is the live env for privileged baselines (oracle, random); it is None when the env
+    runs in another process. ``rng`` is seeded from ``seed`` (task seed and sample index),
+    for sampling agents; ``state`` is
+    scratch space an agent may use for the rest of the episode.
+    """
+
+    messages: list[Message]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    prompt_ids: list[int] | None = None
+    env: Env | None = None
+    seed: Any = None
+    state: dict[str, Any] = field(default_factory=dict)
+    _rng: np.random.Generator | None = field(default=None, init=False, repr=False)
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The episode's rng, seeded from ``seed`` on first use (None: fresh entropy)."""
+        if self._rng is None:
+            self._rng = np.random.default_rng(self.seed)
+        return self._rng
+
+    @property
+    def last_observation(self) -> str:
+        """Content of the latest non-assistant message (the task on the first turn)."""
+        for message in reversed(self.messages):
+            if message["role"] != "assistant":
+                return str(message.get("content") or "")
+        return ""
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """Anything with an async ``act``. Optional attributes the runner reads:
+
+    * ``tokenizer``: a Hugging Face tokenizer with a chat template; when present, the runner
+      builds the episode's token sequence and passes ``Conversation.prompt_ids``;
+    * ``name``: a label for reports;
+    * ``aclose()``: called by the runner's owner when done (HTTP clients, engines).
+    """
+
+    async def act(self, conversation: Conversation) -> Action: ...
+
+
+def agent_name(agent: Agent) -> str:
+    """The agent's ``name`` attribute, else its class name."""
+    return str(getattr(agent, "name", None) or type(agent).__name__)
+
+
+async def close_agent(agent: Agent) -> None:
+    """Call the agent's ``aclose()`` if it has one."""
+    aclose = getattr(agent, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+@dataclass(slots=True)
+class Sampling:
+    """Sampling settings shared by the model backends."""
+
+    max_tokens: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")

@@ -1,0 +1,153 @@
+"""The ``palaestra eval`` command: ``register_cli(app)`` adds it to a typer app."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from palaestra.agents.base import Sampling, agent_name, close_agent
+from palaestra.agents.spec import SPEC_HELP, make_agent
+from palaestra.core.types import Episode
+from palaestra.evaluation.metrics import EnvSummary
+from palaestra.evaluation.run import (
+    EvalConfig,
+    EvalResult,
+    aevaluate,
+    resolve_env_ids,
+    write_outputs,
+)
+
+
+def eval_command(
+    envs: Annotated[list[str], typer.Argument(help="Env ids or globs, e.g. 'game:*'.")],
+    agent: Annotated[str, typer.Option("--agent", "-a", help=SPEC_HELP)] = "oracle",
+    episodes: Annotated[int, typer.Option("--episodes", "-n", help="Tasks (seeds) per env.")] = 20,
+    samples: Annotated[
+        int, typer.Option("--samples", "-g", help="Rollouts per task (for pass@k).")
+    ] = 1,
+    pass_k: Annotated[
+        list[int] | None, typer.Option("--pass-k", "-k", help="Report pass@k (repeatable).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="First seed; tasks use seed, seed+1, ...")] = 0,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c")] = 32,
+    max_turns: Annotated[int | None, typer.Option(help="Cap on turns per episode.")] = None,
+    temperature: Annotated[float, typer.Option(help="Model sampling temperature.")] = 1.0,
+    max_tokens: Annotated[int, typer.Option(help="Max tokens per model reply.")] = 1024,
+    processes: Annotated[
+        int, typer.Option(help="Host envs in this many worker processes (CPU-heavy envs).")
+    ] = 0,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write trajectories and report here.")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the table.")] = False,
+) -> None:
+    """Evaluate an agent on environments: results table, JSONL trajectories, HTML report."""
+    console = Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 120)  # keep table rows on one line in logs
+    try:
+        ks = pass_k or ([1, samples] if samples > 1 else [])
+        config = EvalConfig(
+            envs,
+            episodes=episodes,
+            samples=samples,
+            seed=seed,
+            concurrency=concurrency,
+            pass_ks=sorted(set(ks)),
+            max_turns=max_turns,
+            process_workers=processes,
+        )
+        the_agent = make_agent(agent, sampling=Sampling(max_tokens, temperature))
+    except (ValueError, KeyError, ImportError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    try:
+        result = asyncio.run(_run(the_agent, config, console, quiet))
+    except KeyError as exc:  # unknown env id or glob with no match
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    console.print(
+        results_table(
+            result.summaries, title=f"{agent_name(the_agent)} · {result.wall_time_s:.2f} s"
+        )
+    )
+    if out is not None:
+        files = write_outputs(result, out, agent=agent_name(the_agent), config=config)
+        if not quiet:
+            for label, path in files.items():
+                console.print(f"[dim]{label:>12}[/dim] {path}")
+    if any(s.errors for s in result.summaries):
+        errors = sum(s.errors for s in result.summaries)
+        console.print(
+            f"[yellow]{errors} episode(s) errored; see the trajectories for details[/yellow]"
+        )
+
+
+async def _run(agent, config: EvalConfig, console: Console, quiet: bool) -> EvalResult:
+    n_envs = len(resolve_env_ids(config.env_patterns))
+    progress = Progress(
+        TextColumn("[bold]eval"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]:>8} ep/s  errors {task.fields[errors]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+        transient=True,
+    )
+    state = {"done": 0, "errors": 0}
+    with progress:
+        total = n_envs * config.episodes * config.samples
+        bar = progress.add_task("eval", total=total, rate="", errors=0)
+
+        def on_episode(episode: Episode) -> None:
+            state["done"] += 1
+            state["errors"] += episode.error is not None
+            elapsed = progress.tasks[0].elapsed or 1e-9
+            progress.update(
+                bar, advance=1, rate=f"{state['done'] / elapsed:,.0f}", errors=state["errors"]
+            )
+
+        try:
+            return await aevaluate(agent, config, on_episode=on_episode)
+        finally:
+            await close_agent(agent)
+
+
+def results_table(summaries: list[EnvSummary], *, title: str = "") -> Table:
+    """A rich table with one row per env."""
+    ks = sorted({k for s in summaries for k in s.pass_at})
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("env", style="cyan", no_wrap=True, min_width=3)
+    for name in ["episodes", "reward", "success", "turns", "tokens", "errors", "wall s"]:
+        table.add_column(name, justify="right", no_wrap=True)
+    for k in ks:
+        table.add_column(f"pass@{k}", justify="right", no_wrap=True)
+    for s in summaries:
+        success_style = (
+            "green" if s.success_rate >= 0.8 else "yellow" if s.success_rate >= 0.3 else "red"
+        )
+        table.add_row(
+            s.env_id,
+            str(s.episodes),
+            f"{s.mean_reward:.3f}",
+            f"[{success_style}]{s.success_rate:.0%}[/{success_style}]",
+            f"{s.mean_turns:.1f}",
+            "–" if s.mean_tokens is None else f"{s.mean_tokens:.0f}",
+            f"[red]{s.errors}[/red]" if s.errors else "0",
+            f"{s.wall_time_s:.2f}",
+            *[f"{s.pass_at[k]:.3f}" if k in s.pass_at else "–" for k in ks],
+        )
+    return table
+
+
+def register_cli(app: typer.Typer) -> None:
+    """Add ``eval`` to the ``palaestra`` command."""
+    app.command("eval")(eval_command)

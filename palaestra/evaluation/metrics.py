@@ -1,0 +1,89 @@
+"""Per-env summaries of evaluation episodes, including unbiased pass@k."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from palaestra.core.types import Episode
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one task with ``c`` successes among ``n`` samples (Chen et al. 2021).
+
+    >>> pass_at_k(n=4, c=1, k=2)
+    0.5
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+@dataclass
+class EnvSummary:
+    """Aggregate results of one env id (errored episodes count only in ``errors``)."""
+
+    env_id: str
+    episodes: int
+    errors: int
+    mean_reward: float
+    success_rate: float
+    mean_turns: float
+    mean_tokens: float | None
+    wall_time_s: float
+    pass_at: dict[int, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(
+    episodes: Iterable[Episode],
+    *,
+    pass_ks: Sequence[int] = (),
+    finished_at: dict[str, float] | None = None,
+) -> list[EnvSummary]:
+    """One :class:`EnvSummary` per env id, in first-seen order.
+
+    ``pass_ks`` needs every group (same ``group_id``) to hold at least ``k`` clean episodes;
+    ``finished_at`` maps env ids to the seconds after the run's start when their last
+    episode finished (the wall-time column).
+    """
+    by_env: dict[str, list[Episode]] = defaultdict(list)
+    for episode in episodes:
+        by_env[episode.env_id].append(episode)
+    return [
+        _summarize_env(env_id, eps, pass_ks, finished_at or {}) for env_id, eps in by_env.items()
+    ]
+
+
+def _summarize_env(
+    env_id: str, episodes: list[Episode], pass_ks: Sequence[int], finished_at: dict[str, float]
+) -> EnvSummary:
+    clean = [e for e in episodes if e.error is None]
+    count = max(len(clean), 1)
+    token_counts = [sum(len(t.token_ids) for t in e.turns) for e in clean]
+    summary = EnvSummary(
+        env_id=env_id,
+        episodes=len(episodes),
+        errors=len(episodes) - len(clean),
+        mean_reward=sum(e.total_reward for e in clean) / count,
+        success_rate=sum(bool(e.success) for e in clean) / count,
+        mean_turns=sum(e.num_turns for e in clean) / count,
+        mean_tokens=sum(token_counts) / count if any(token_counts) else None,
+        wall_time_s=finished_at.get(env_id, sum(e.duration_s for e in episodes)),
+    )
+    groups: dict[Any, list[bool]] = defaultdict(list)
+    for e in clean:
+        groups[(e.group_id, e.seed)].append(bool(e.success))
+    for k in pass_ks:
+        if not groups or any(len(successes) < k for successes in groups.values()):
+            continue  # not enough clean samples per task for this k
+        values = [pass_at_k(len(s), sum(s), k) for s in groups.values()]
+        summary.pass_at[k] = sum(values) / len(values)
+    return summary

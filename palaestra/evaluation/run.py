@@ -1,0 +1,154 @@
+"""Evaluate an agent on env ids (globs allowed): run episodes, summarize, write the outputs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import palaestra
+from palaestra.agents.base import Agent
+from palaestra.core.registry import UnknownEnvError
+from palaestra.core.types import Episode
+from palaestra.evaluation.metrics import EnvSummary, summarize
+from palaestra.evaluation.report import write_html, write_jsonl
+from palaestra.runner.rollout import Runner
+from palaestra.runner.tasks import make_tasks
+
+
+@dataclass
+class EvalConfig:
+    """What to evaluate: ``episodes`` tasks per env (seeds ``seed``, ``seed + 1``, ...), each
+    rolled out ``samples`` times; ``pass_ks`` are the k of pass@k (each needs k <= samples)."""
+
+    env_patterns: Sequence[str]
+    episodes: int = 20
+    samples: int = 1
+    seed: int = 0
+    concurrency: int = 32
+    pass_ks: Sequence[int] = ()
+    max_turns: int | None = None
+    process_workers: int = 0
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+        if self.samples < 1:
+            raise ValueError(f"samples must be >= 1, got {self.samples}")
+        too_big = [k for k in self.pass_ks if not 1 <= k <= self.samples]
+        if too_big:
+            raise ValueError(
+                f"pass@k needs 1 <= k <= samples per task ({self.samples}); got k={too_big}: "
+                "raise --samples or lower --pass-k"
+            )
+
+
+@dataclass
+class EvalResult:
+    summaries: list[EnvSummary]
+    episodes: list[Episode]
+    wall_time_s: float
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+def resolve_env_ids(patterns: Sequence[str]) -> list[str]:
+    """Registered ids matching each pattern (exact id or shell glob), in order, deduplicated."""
+    ids: list[str] = []
+    for pattern in patterns:
+        if any(ch in pattern for ch in "*?["):
+            matched = palaestra.list_envs(pattern)
+            if not matched:
+                raise UnknownEnvError(
+                    f"no env id matches {pattern!r} (`palaestra list` shows every id)"
+                )
+        else:
+            matched = [palaestra.spec(pattern).id]
+        ids.extend(i for i in matched if i not in ids)
+    return ids
+
+
+async def aevaluate(
+    agent: Agent,
+    config: EvalConfig,
+    *,
+    on_episode: Callable[[Episode], None] | None = None,
+) -> EvalResult:
+    """Run the evaluation; ``on_episode`` sees each episode as it finishes (progress bars)."""
+    env_ids = resolve_env_ids(config.env_patterns)
+    tasks = make_tasks(
+        env_ids, range(config.seed, config.seed + config.episodes), group_size=config.samples
+    )
+    runner = Runner(
+        agent,
+        concurrency=config.concurrency,
+        max_turns=config.max_turns,
+        process_workers=config.process_workers,
+    )
+    started = time.perf_counter()
+    finished_at: dict[str, float] = {}
+    finished: list[tuple[int, Episode]] = []
+    position = {id(task): i for i, task in enumerate(tasks)}
+    async for task, episode in runner.stream_with_tasks(tasks):
+        finished_at[episode.env_id] = time.perf_counter() - started
+        finished.append((position[id(task)], episode))
+        if on_episode is not None:
+            on_episode(episode)
+    episodes = [episode for _, episode in sorted(finished, key=lambda pair: pair[0])]
+    summaries = summarize(episodes, pass_ks=config.pass_ks, finished_at=finished_at)
+    summaries.sort(key=lambda s: env_ids.index(s.env_id))
+    return EvalResult(summaries, episodes, time.perf_counter() - started)
+
+
+def evaluate(
+    agent: Agent,
+    config: EvalConfig,
+    *,
+    on_episode: Callable[[Episode], None] | None = None,
+) -> EvalResult:
+    """Blocking :func:`aevaluate`."""
+    return asyncio.run(aevaluate(agent, config, on_episode=on_episode))
+
+
+def write_outputs(
+    result: EvalResult, out_dir: Path, *, agent: str, config: EvalConfig
+) -> dict[str, Path]:
+    """Write ``trajectories.jsonl``, ``summary.json`` and ``report.html`` into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = {
+        "trajectories": out_dir / "trajectories.jsonl",
+        "summary": out_dir / "summary.json",
+        "report": out_dir / "report.html",
+    }
+    write_jsonl(result.episodes, files["trajectories"])
+    meta = {
+        "agent": agent,
+        "episodes": len(result.episodes),
+        "samples per task": config.samples,
+        "seeds": f"{config.seed}..{config.seed + config.episodes - 1}",
+        "wall time": f"{result.wall_time_s:.2f} s",
+        "palaestra": palaestra.__version__,
+    }
+    summary = {"meta": meta, "envs": [s.to_dict() for s in result.summaries]}
+    files["summary"].write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    write_html(
+        result.summaries,
+        result.episodes,
+        files["report"],
+        title=f"palaestra eval · {agent}",
+        meta=meta,
+    )
+    result.files = files
+    return files
+
+
+__all__ = [
+    "EvalConfig",
+    "EvalResult",
+    "aevaluate",
+    "evaluate",
+    "resolve_env_ids",
+    "write_outputs",
+]

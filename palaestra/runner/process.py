@@ -1,0 +1,132 @@
+"""Envs hosted in worker processes, for CPU-heavy envs that would stall the event loop.
+
+Each worker is a one-process executor holding its envs in a dict, so every call of an
+episode reaches the process that holds its env. Episodes are spread over the workers
+least-loaded first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import palaestra
+from palaestra.core.env import ResetResult, StepResult
+from palaestra.core.registry import EnvSpec, UnknownEnvError
+
+_worker_envs: dict[int, Any] = {}
+_worker_free: dict[tuple, list[Any]] = {}
+_worker_keys: dict[int, tuple] = {}
+
+
+def _remote_reset(
+    handle: int, spec: EnvSpec, kwargs: dict[str, Any], seed: int | None
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    key = (spec.id, tuple(sorted(kwargs.items())))
+    free = _worker_free.setdefault(key, [])
+    env = free.pop() if free else _make_in_worker(spec, kwargs)
+    _worker_envs[handle] = env
+    _worker_keys[handle] = key
+    obs, info = env.reset(seed=seed)
+    meta = {"system_prompt": env.system_prompt, "tools": env.tools, "max_turns": env.max_turns}
+    return obs, info, meta
+
+
+def _make_in_worker(spec: EnvSpec, kwargs: dict[str, Any]) -> Any:
+    """Build the env, first registering its id if this worker does not know it.
+
+    Workers start fresh, so ids registered at run time in the parent (not by a package or
+    plugin) are registered again here from the parent's spec.
+    """
+    import palaestra
+
+    try:
+        palaestra.spec(spec.id)
+    except UnknownEnvError:
+        palaestra.register(
+            spec.id, spec.entry_point, kwargs=dict(spec.kwargs), description=spec.description
+        )
+    return palaestra.make(spec.id, **kwargs)
+
+
+def _remote_step(handle: int, action: str) -> StepResult:
+    return _worker_envs[handle].step(action)
+
+
+def _remote_release(handle: int, reuse: bool) -> None:
+    env = _worker_envs.pop(handle, None)
+    key = _worker_keys.pop(handle, None)
+    if env is not None and reuse and key is not None:
+        _worker_free.setdefault(key, []).append(env)
+
+
+class RemoteEnv:
+    """The async face of one env living in a worker process (``areset``/``astep`` only)."""
+
+    def __init__(self, pool: ProcessEnvPool, worker: int, handle: int, spec: EnvSpec, kwargs: dict):
+        self._pool, self._worker, self._handle = pool, worker, handle
+        self._spec, self._kwargs = spec, kwargs
+        self.system_prompt: str | None = None
+        self.tools: list[dict[str, Any]] = []
+        self.max_turns: int | None = None
+
+    async def areset(self, *, seed: int | None = None) -> ResetResult:
+        obs, info, meta = await self._pool.call(
+            self._worker, _remote_reset, self._handle, self._spec, self._kwargs, seed
+        )
+        self.system_prompt, self.tools, self.max_turns = (
+            meta["system_prompt"],
+            meta["tools"],
+            meta["max_turns"],
+        )
+        return obs, info
+
+    async def astep(self, action: str) -> StepResult:
+        return await self._pool.call(self._worker, _remote_step, self._handle, action)
+
+    async def release(self, reuse: bool) -> None:
+        """Hand the env back to its worker (``reuse=False`` drops it, e.g. after a crash)."""
+        self._pool.load[self._worker] -= 1
+        await self._pool.call(self._worker, _remote_release, self._handle, reuse)
+
+
+class ProcessEnvPool:
+    """``workers`` processes that host envs; use as an async context manager or call ``close``."""
+
+    def __init__(self, workers: int):
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        context = multiprocessing.get_context("spawn")
+        self._executors = [
+            ProcessPoolExecutor(max_workers=1, mp_context=context) for _ in range(workers)
+        ]
+        self.load = [0] * workers
+        self._handles = itertools.count()
+
+    async def call(self, worker: int, fn: Any, *args: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executors[worker], fn, *args)
+
+    def acquire(self, env_id: str, kwargs: dict[str, Any]) -> RemoteEnv:
+        """A handle to a fresh env slot on the least-loaded worker (reset it before use).
+
+        The env's spec must pickle: an entry point given as a ``"module:Class"`` string or
+        an importable class.
+        """
+        spec = palaestra.spec(env_id)
+        worker = min(range(len(self.load)), key=self.load.__getitem__)
+        self.load[worker] += 1
+        return RemoteEnv(self, worker, next(self._handles), spec, kwargs)
+
+    def close(self) -> None:
+        for executor in self._executors:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+    async def __aenter__(self) -> ProcessEnvPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,57 @@
+"""What the runner rolls out: tasks (env id + seed), optionally in groups of G rollouts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One episode to run: the env id, its kwargs, the reset seed.
+
+    Rollouts of one group share ``env_id``, ``env_kwargs`` and ``seed`` (the same task) and
+    differ in ``sample_index``, which seeds the agent's per-episode rng.
+    """
+
+    env_id: str
+    seed: int | None = None
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    group_id: int | None = None
+    sample_index: int = 0
+
+    @property
+    def env_key(self) -> tuple[str, tuple[tuple[str, Any], ...]]:
+        """Hashable identity of the env this task needs (id + kwargs)."""
+        if not self.env_kwargs:
+            return self.env_id, ()
+        return self.env_id, tuple(sorted(self.env_kwargs.items()))
+
+
+def make_tasks(
+    env_ids: Iterable[str],
+    seeds: Iterable[int | None],
+    *,
+    group_size: int = 1,
+    env_kwargs: Mapping[str, Any] | None = None,
+) -> list[Task]:
+    """Every env id times every seed, each repeated ``group_size`` times as one group.
+
+    >>> [t.seed for t in make_tasks(["game:Wordle-v0"], [0, 1], group_size=2)]
+    [0, 0, 1, 1]
+    """
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    seeds = list(seeds)
+    kwargs = dict(env_kwargs or {})
+    tasks = []
+    group_id = 0
+    for env_id in env_ids:
+        for seed in seeds:
+            tasks.extend(
+                Task(env_id, seed, kwargs, group_id=group_id, sample_index=i)
+                for i in range(group_size)
+            )
+            group_id += 1
+    return tasks

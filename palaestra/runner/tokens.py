@@ -1,0 +1,146 @@
+"""Token-level conversation building: one growing token sequence per episode (``DESIGN.md`` §3).
+
+Nothing is re-tokenized from text. The prompt is rendered once with the chat template; each
+completion is appended as the token ids and logprobs the engine returned; each observation
+is appended as the *chat-template delta* of the new message: the text the template puts
+after an assistant message's content (the end-of-turn marker the engine did not emit), the
+new message, and the generation prompt.
+
+The delta is read off a rendering of ``[user, assistant(SENTINEL), new message]``: whatever
+follows the sentinel is, by construction, what the template writes after an assistant turn.
+That is independent of the real history, so templates that rewrite earlier turns (Qwen3
+drops the ``<think>`` block of every assistant turn before the last user message) cannot
+break it, and the cost per turn does not grow with the history.
+
+Where the sequence differs from ``apply_chat_template(full_history)``, by design:
+
+* earlier assistant turns keep exactly what the policy generated (Qwen3's template would strip
+  their reasoning and add an empty ``<think></think>`` to the last one);
+* completions keep the engine's token ids even where re-tokenizing their text would give
+  other ids, and keep whitespace a template would trim (Llama 3 trims message content);
+* a completion cut by the length limit is followed by the template's full end-of-turn text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from palaestra.agents.base import Action
+from palaestra.core.types import Episode, Message
+
+_SENTINEL = "PALAESTRA_ASSISTANT_SENTINEL"
+
+
+class ChatTokenizer:
+    """Renders messages to token ids with a Hugging Face tokenizer's chat template.
+
+    ``template_kwargs`` go to ``apply_chat_template`` (e.g. ``{"enable_thinking": False}``).
+
+    >>> chat = ChatTokenizer(tokenizer)  # doctest: +SKIP
+    >>> ids = chat.prompt_ids([{"role": "user", "content": "Hi"}])  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        template_kwargs: dict[str, Any] | None = None,
+    ):
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise ValueError(
+                f"{type(tokenizer).__name__} has no chat template; set tokenizer.chat_template "
+                "to the model's Jinja template"
+            )
+        self.tokenizer = tokenizer
+        self.tools = tools or None
+        self.template_kwargs = dict(template_kwargs or {})
+        self.assistant_suffix = self._text_after_assistant([], add_generation_prompt=False)
+        if not self.assistant_suffix:
+            raise ValueError("the chat template writes nothing after an assistant message")
+
+    def render(self, messages: list[Message], *, add_generation_prompt: bool) -> str:
+        """The template's text for ``messages``."""
+        return self.tokenizer.apply_chat_template(
+            messages,
+            tools=self.tools,
+            add_generation_prompt=add_generation_prompt,
+            tokenize=False,
+            **self.template_kwargs,
+        )
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of rendered text (special-token strings map to their ids, no BOS added)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def prompt_ids(self, messages: list[Message]) -> list[int]:
+        """The first prompt: ``messages`` rendered with the generation prompt."""
+        return self.encode(self.render(messages, add_generation_prompt=True))
+
+    def observation_ids(self, message: Message, completion_ids: list[int]) -> list[int]:
+        """Tokens to append after a completion so that ``message`` follows it.
+
+        Includes the end-of-turn text the completion lacks (none when its last token is the
+        template's end-of-turn token, e.g. ``<|im_end|>``) and the next generation prompt.
+        """
+        delta = self._text_after_assistant([message], add_generation_prompt=True)
+        emitted = self._emitted_suffix(completion_ids)
+        return self.encode(delta[len(emitted) :])
+
+    def _emitted_suffix(self, completion_ids: list[int]) -> str:
+        if not completion_ids:
+            return ""
+        last = self.tokenizer.decode(completion_ids[-1:], skip_special_tokens=False)
+        return last if last and self.assistant_suffix.startswith(last) else ""
+
+    def _text_after_assistant(self, new: list[Message], *, add_generation_prompt: bool) -> str:
+        base: list[Message] = [
+            {"role": "user", "content": "?"},
+            {"role": "assistant", "content": _SENTINEL},
+        ]
+        text = self.render(base + new, add_generation_prompt=add_generation_prompt)
+        _, found, tail = text.rpartition(_SENTINEL)
+        if not found:
+            raise ValueError("the chat template dropped the assistant message's content")
+        return tail
+
+
+class TokenRecorder:
+    """Fills an :class:`Episode`'s token-level fields as the episode runs.
+
+    ``mask_observations=False`` puts observation tokens in the loss too (loss_mask 1).
+    """
+
+    def __init__(self, chat: ChatTokenizer, *, mask_observations: bool = True):
+        self.chat = chat
+        self.observation_mask = 0 if mask_observations else 1
+
+    def start(self, episode: Episode, messages: list[Message]) -> list[int]:
+        """Record the prompt; returns the token ids the policy continues."""
+        ids = self.chat.prompt_ids(messages)
+        self._append(episode, ids, [0.0] * len(ids), 0, -1)
+        return episode.token_ids
+
+    def add_action(self, episode: Episode, action: Action, turn: int) -> list[int]:
+        """Record a completion; returns its token ids (encoded from text if the engine gave none)."""
+        ids = action.token_ids or self.chat.encode(action.text)
+        logprobs = action.logprobs if len(action.logprobs) == len(ids) else [0.0] * len(ids)
+        self._append(episode, ids, logprobs, 1, turn)
+        return ids
+
+    def add_observation(
+        self, episode: Episode, message: Message, completion_ids: list[int], turn: int
+    ) -> list[int]:
+        """Record an observation as the template delta; returns the whole sequence."""
+        ids = self.chat.observation_ids(message, completion_ids)
+        self._append(episode, ids, [0.0] * len(ids), self.observation_mask, turn)
+        return episode.token_ids
+
+    @staticmethod
+    def _append(
+        episode: Episode, ids: list[int], logprobs: list[float], mask: int, turn: int
+    ) -> None:
+        episode.token_ids.extend(ids)
+        episode.logprobs.extend(logprobs)
+        episode.loss_mask.extend([mask] * len(ids))
+        episode.turn_index.extend([turn] * len(ids))

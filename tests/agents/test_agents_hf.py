@@ -1,0 +1,62 @@
+"""The transformers agent on a tiny random-init Qwen2: token-exact episodes and logprobs."""
+
+from __future__ import annotations
+
+import pytest
+
+from palaestra.agents.base import Sampling
+from palaestra.runner import Runner, make_tasks
+
+torch = pytest.importorskip(
+    "torch", reason="the HF agent needs torch (pip install 'palaestra[hf]')"
+)
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(qwen25_tokenizer):
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(
+        vocab_size=len(qwen25_tokenizer),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+    )
+    return transformers.Qwen2ForCausalLM(config).eval()
+
+
+def test_recorded_logprobs_match_a_teacher_forced_forward_pass(tiny_model, qwen25_tokenizer):
+    from palaestra.agents.hf import HFAgent
+
+    agent = HFAgent(
+        tiny_model, tokenizer=qwen25_tokenizer, sampling=Sampling(max_tokens=6, temperature=0.0)
+    )
+    (episode,) = Runner(agent, max_turns=3).run(make_tasks(["game:GuessTheNumber-v0"], [0]))
+    assert episode.error is None and episode.num_turns == 3
+    ids = torch.tensor([episode.token_ids])
+    with torch.no_grad():
+        logits = tiny_model(ids).logits[0].float()
+    expected = torch.log_softmax(logits[:-1], dim=-1).gather(1, ids[0, 1:, None])[:, 0]
+    positions = [i for i, m in enumerate(episode.loss_mask) if m == 1]
+    assert len(positions) == sum(len(t.token_ids) for t in episode.turns) > 0
+    recorded = torch.tensor([episode.logprobs[i] for i in positions])
+    assert torch.allclose(recorded, expected[torch.tensor(positions) - 1], atol=1e-4)
+    for turn in episode.turns:
+        assert turn.finish_reason in ("stop", "length")
+        assert len(turn.token_ids) <= 6
+
+
+def test_sampling_is_reproducible_per_seed(tiny_model, qwen25_tokenizer):
+    from palaestra.agents.hf import HFAgent
+
+    agent = HFAgent(tiny_model, tokenizer=qwen25_tokenizer, sampling=Sampling(max_tokens=5))
+    tasks = make_tasks(["game:GuessTheNumber-v0"], [3], group_size=2)
+    first = Runner(agent, max_turns=2).run(tasks)
+    second = Runner(agent, max_turns=2).run(tasks)
+    assert [e.token_ids for e in first] == [e.token_ids for e in second]
+    assert first[0].token_ids != first[1].token_ids  # two samples of one task differ

@@ -1,0 +1,171 @@
+"""`palaestra eval`: pass@k, per-env summaries, JSONL, the HTML report and the CLI command."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import palaestra
+from palaestra.agents import OracleAgent, PolicyAgent
+from palaestra.core.env import Env
+from palaestra.evaluation import (
+    EvalConfig,
+    evaluate,
+    pass_at_k,
+    read_jsonl,
+    resolve_env_ids,
+    write_outputs,
+)
+from palaestra.evaluation.cli import register_cli
+from tests.openai_stub import StubServer
+
+
+class Shouty(Env):
+    """Answers with markup (the report must escape it); crashes on seed 2."""
+
+    threaded_step = False
+    max_turns = 2
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._seed = seed
+        return "<script>alert('task')</script>", {}
+
+    def step(self, action):
+        if self._seed == 2:
+            raise RuntimeError("<b>boom</b>")
+        return "<img src=x onerror=alert(1)>", 1.0, True, False, {"success": True}
+
+    def oracle(self):
+        return lambda observation: "<b>bold</b> move"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shouty_env():
+    palaestra.register("test:Shouty-v0", Shouty, override=True)
+    yield
+    palaestra.core.deregister("test:Shouty-v0")
+
+
+@pytest.mark.parametrize(("n", "c", "k"), [(5, 0, 1), (5, 2, 1), (5, 2, 3), (4, 3, 2), (6, 6, 4)])
+def test_pass_at_k_equals_exhaustive_enumeration(n, c, k):
+    outcomes = [True] * c + [False] * (n - c)
+    subsets = list(itertools.combinations(outcomes, k))
+    assert pass_at_k(n, c, k) == pytest.approx(sum(any(s) for s in subsets) / len(subsets))
+
+
+def test_pass_at_k_rejects_impossible_counts():
+    with pytest.raises(ValueError, match="1 <= k <= n"):
+        pass_at_k(3, 1, 4)
+
+
+def test_resolve_env_ids_globs_and_errors():
+    assert resolve_env_ids(["game:Wordle*", "game:Wordle-v0"]) == [
+        "game:Wordle-Easy-v0",
+        "game:Wordle-Hard-v0",
+        "game:Wordle-v0",
+    ]
+    with pytest.raises(KeyError, match="no env id matches 'game:Nope\\*'"):
+        resolve_env_ids(["game:Nope*"])
+    with pytest.raises(KeyError, match="did you mean 'game:Wordle-v0'"):
+        resolve_env_ids(["game:Wordl-v0"])
+
+
+def test_evaluate_summarizes_per_env_with_pass_at_k():
+    flaky = PolicyAgent(lambda obs: "\\boxed{25}")  # wins only when the secret is 25
+    config = EvalConfig(["game:GuessTheNumber-Easy-v0"], episodes=4, samples=3, pass_ks=[1, 3])
+    result = evaluate(flaky, config)
+    (summary,) = result.summaries
+    assert summary.episodes == 12 and summary.errors == 0
+    assert summary.success_rate == 0.0  # 25 is outside 1..20
+    assert summary.pass_at == {1: 0.0, 3: 0.0}
+    oracle = evaluate(OracleAgent(), config).summaries[0]
+    assert oracle.success_rate == 1.0 and oracle.pass_at == {1: 1.0, 3: 1.0}
+    assert oracle.mean_turns <= 5 and oracle.mean_tokens is None
+
+
+def test_errored_episodes_are_counted_not_averaged():
+    result = evaluate(OracleAgent(), EvalConfig(["test:Shouty-v0"], episodes=4))
+    (summary,) = result.summaries
+    assert (summary.episodes, summary.errors) == (4, 1)
+    assert summary.mean_reward == 1.0 and summary.success_rate == 1.0
+    assert [e.seed for e in result.episodes] == [0, 1, 2, 3]  # task order
+
+
+def test_outputs_roundtrip_and_report_escapes_markup(tmp_path):
+    config = EvalConfig(["test:Shouty-v0", "game:GuessTheNumber-v0"], episodes=3)
+    result = evaluate(OracleAgent(), config)
+    files = write_outputs(result, tmp_path / "run", agent="oracle", config=config)
+    episodes = read_jsonl(files["trajectories"])
+    assert [e.to_dict() for e in episodes] == [e.to_dict() for e in result.episodes]
+    summary = json.loads(files["summary"].read_text())
+    assert [env["env_id"] for env in summary["envs"]] == [
+        "test:Shouty-v0",
+        "game:GuessTheNumber-v0",
+    ]
+    page = files["report"].read_text()
+    assert "<script>alert" not in page and "&lt;script&gt;alert" in page
+    assert "<img src=x" not in page and "&lt;b&gt;boom&lt;/b&gt;" in page
+    assert page.count("<details>") == 6  # one transcript per episode
+    assert 'data-env="game:GuessTheNumber-v0"' in page and "<svg" in page
+    assert "You found it in" in page  # the final observation is in the transcript
+
+
+def _cli() -> typer.Typer:
+    app = typer.Typer()
+    app.command("noop")(lambda: None)  # typer runs a lone command without its name
+    register_cli(app)
+    return app
+
+
+def test_cli_runs_and_writes_the_report(tmp_path):
+    out = tmp_path / "quick"
+    result = CliRunner().invoke(
+        _cli(), ["eval", "game:GuessTheNumber*", "--agent", "oracle", "-n", "5", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    for env_id in resolve_env_ids(["game:GuessTheNumber*"]):
+        assert env_id in result.output
+    assert "100%" in result.output
+    assert len(read_jsonl(out / "trajectories.jsonl")) == 15
+    assert (out / "report.html").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["eval", "game:Nope*"], "no env id matches"),
+        (["eval", "game:Wordle-v0", "-k", "2"], "pass@k needs"),
+        (["eval", "game:Wordle-v0", "--agent", "gpt"], "unknown agent spec"),
+    ],
+)
+def test_cli_errors_name_the_fix(args, message):
+    result = CliRunner().invoke(_cli(), args)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_cli_eval_against_an_openai_compatible_server(tmp_path):
+    with StubServer() as server:
+        result = CliRunner().invoke(
+            _cli(),
+            [
+                "eval",
+                "game:GuessTheNumber-v0",
+                "--agent",
+                f"openai:stub@{server.url}",
+                "-n",
+                "4",
+                "--out",
+                str(tmp_path),
+            ],
+        )
+    assert result.exit_code == 0, result.output
+    episodes = read_jsonl(tmp_path / "trajectories.jsonl")
+    assert len(episodes) == 4 and all(e.success for e in episodes)
+    assert all("Halving the interval" in e.turns[0].action for e in episodes)
+    assert server.requests[0][1]["messages"][0]["role"] == "system"

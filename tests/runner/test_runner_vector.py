@@ -1,0 +1,89 @@
+"""Gymnasium-style vector envs: same-step autoreset that keeps the final observation and info."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+import palaestra
+from palaestra.runner import AsyncVectorEnv, SyncVectorEnv
+
+
+def binary_search_rollout(vec, steps: int):
+    """Drive GuessTheNumber envs with binary search read from each env's oracle."""
+    observations, infos = vec.reset(seed=10)
+    policies = [env.oracle() for env in vec.envs]
+    trace = []
+    for _ in range(steps):
+        actions = [policy(obs) for policy, obs in zip(policies, observations, strict=True)]
+        observations, rewards, terminated, truncated, infos = vec.step(actions)
+        trace.append((list(observations), rewards.tolist(), terminated.tolist(), infos))
+        for i, done in enumerate(terminated | truncated):
+            if done:
+                policies[i] = vec.envs[i].oracle()
+    return trace
+
+
+@pytest.mark.parametrize("cls", [SyncVectorEnv, AsyncVectorEnv])
+def test_autoreset_keeps_final_observation_and_info(cls):
+    vec = cls.from_id("game:GuessTheNumber-v0", num_envs=4)
+    trace = binary_search_rollout(vec, steps=12)
+    finals = [
+        (info["final_observation"], info["final_info"], obs)
+        for observations, _, terminated, infos in trace
+        for obs, done, info in zip(observations, terminated, infos, strict=True)
+        if done
+    ]
+    assert len(finals) >= 4
+    for final_observation, final_info, next_observation in finals:
+        assert final_observation.startswith("Correct!")
+        assert final_info["success"] is True
+        assert next_observation.startswith("I am thinking of an integer")  # the next task
+    for _, rewards, terminated, _ in trace:
+        assert rewards == [1.0 if done else 0.0 for done in terminated]
+    vec.close()
+
+
+def test_sync_and_async_agree():
+    sync = binary_search_rollout(SyncVectorEnv.from_id("game:GuessTheNumber-v0", 3), 10)
+    async_ = binary_search_rollout(AsyncVectorEnv.from_id("game:GuessTheNumber-v0", 3), 10)
+    assert [(o, r, t) for o, r, t, _ in sync] == [(o, r, t) for o, r, t, _ in async_]
+
+
+def test_seeds_follow_gymnasium_convention():
+    vec = SyncVectorEnv.from_id("game:Wordle-v0", num_envs=2)
+    by_int, _ = vec.reset(seed=5)
+    secrets = [env._secret for env in vec.envs]
+    vec.reset(seed=[5, 6])
+    assert [env._secret for env in vec.envs] == secrets
+    single = palaestra.make("game:Wordle-v0")
+    single.reset(seed=6)
+    assert single._secret == secrets[1]
+    assert len(by_int) == 2
+
+
+def test_wrong_number_of_actions_or_seeds_is_explained():
+    vec = SyncVectorEnv.from_id("game:GuessTheNumber-v0", num_envs=2)
+    vec.reset(seed=0)
+    with pytest.raises(ValueError, match="got 1 actions for 2 envs"):
+        vec.step(["\\boxed{1}"])
+    with pytest.raises(ValueError, match="got 3 seeds for 2 envs"):
+        vec.reset(seed=[1, 2, 3])
+    with pytest.raises(ValueError, match="num_envs must be >= 1"):
+        SyncVectorEnv.from_id("game:GuessTheNumber-v0", num_envs=0)
+
+
+def test_async_vector_env_inside_an_event_loop_uses_await():
+    vec = AsyncVectorEnv.from_id("game:GuessTheNumber-v0", num_envs=2)
+
+    async def main():
+        with pytest.raises(RuntimeError, match=r"await vec\.astep"):
+            vec.step(["\\boxed{1}", "\\boxed{2}"])
+        await vec.areset(seed=0)
+        _, rewards, *_ = await vec.astep(["\\boxed{1}", "\\boxed{2}"])
+        return rewards
+
+    rewards = asyncio.run(main())
+    assert isinstance(rewards, np.ndarray) and rewards.shape == (2,)
