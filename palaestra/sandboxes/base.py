@@ -105,7 +105,25 @@ class Sandbox(Protocol):
     def close(self) -> None: ...
 
 
-class SandboxBase:
+class _ClosedOnExit:
+    """Context manager support for anything with ``close()``."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class SandboxBase(_ClosedOnExit):
     """Shared behaviour of the backends: async twin in a thread, context manager."""
 
     def run(
@@ -136,19 +154,8 @@ class SandboxBase:
     def close(self) -> None:
         """Release the backend's resources (idempotent)."""
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class SessionBase:
+class SessionBase(_ClosedOnExit):
     """Shared behaviour of sessions: async twin in a thread, context manager."""
 
     def run(self, code: str, *, timeout: float = 5.0) -> ExecResult:
@@ -160,17 +167,6 @@ class SessionBase:
 
     def close(self) -> None:
         """End the session and delete its files (idempotent)."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def check_run_arguments(timeout: float, files: Mapping[str, str] | None) -> dict[str, str]:
