@@ -58,6 +58,12 @@ class HFAgent:
         seed = int(conversation.rng.integers(2**31))
         return await asyncio.to_thread(self._generate, list(prompt_ids), seed)
 
+    def load_weights(self, state_dict: dict[str, Any]) -> None:
+        """Copy ``state_dict`` into the model between two generations (never during one)."""
+        with self._lock:
+            self.model.load_state_dict(state_dict)
+            self.model.eval()
+
     def _generate(self, prompt_ids: list[int], seed: int) -> Action:
         with self._lock:
             return self._generate_locked(prompt_ids, seed)

@@ -71,5 +71,16 @@ class VLLMAgent:
         ]
         return Action(completion.text, token_ids, logprobs, completion.finish_reason)
 
+    async def update_weights(self, weights: list[tuple[str, Any]]) -> None:
+        """Load ``(name, tensor)`` pairs (HF parameter names) into every worker's model and drop
+        the prefix cache, so the next generation samples from the new weights."""
+        await self.engine.collective_rpc(_load_weights, args=(weights,))
+        await self.engine.reset_prefix_cache()
+
     async def aclose(self) -> None:
         self.engine.shutdown()
+
+
+def _load_weights(worker: Any, weights: list[tuple[str, Any]]) -> None:
+    """Runs inside a vLLM worker: the model's own loader maps HF names to its fused layers."""
+    worker.model_runner.model.load_weights(weights=weights)

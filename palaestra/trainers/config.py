@@ -133,13 +133,25 @@ class RolloutConfig(_Section):
     """What the runner collects each step."""
 
     env_id: str = "game:GuessTheNumber-v0"
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="passed to make(env_id)")
+    first_seed: int = Field(0, ge=0, description="training tasks use seeds first_seed, +1, ...")
     group_size: int = Field(8, gt=0, description="episodes per task (same env id and seed)")
     groups_per_step: int = Field(8, gt=0)
     max_new_tokens: int = Field(256, gt=0, description="per turn")
-    engine: Literal["hf", "vllm", "vllm-server"] = "hf"
+    max_turns: int | None = Field(None, gt=0, description="turn cap (default: the env's own)")
+    concurrency: int = Field(32, gt=0, description="episodes in flight at once")
+    engine: Literal["hf", "vllm"] = "hf"
     max_staleness: int = Field(
         0, ge=0, description="policy versions a rollout may lag behind (0 = synchronous)"
     )
+
+
+class LogConfig(_Section):
+    """Where metrics go besides ``metrics.jsonl`` in the output directory."""
+
+    console: bool = Field(True, description="a rich line per step")
+    tensorboard: bool = Field(False, description="needs the tensorboard package")
+    wandb_project: str | None = Field(None, description="log to W&B (needs wandb)")
 
 
 class TrainerConfig(_Section):
@@ -149,6 +161,10 @@ class TrainerConfig(_Section):
     steps: int = Field(100, gt=0)
     output_dir: str = "runs/default"
     eval_every: int = Field(0, ge=0, description="0 disables periodic eval")
+    eval_episodes: int = Field(32, gt=0, description="held-out tasks per eval")
+    eval_first_seed: int = Field(
+        1_000_000, ge=0, description="eval tasks use seeds from here on (held out of training)"
+    )
     save_every: int = Field(0, ge=0, description="0 saves only at the end")
     model: ModelConfig = ModelConfig()
     rollout: RolloutConfig = RolloutConfig()
@@ -157,6 +173,7 @@ class TrainerConfig(_Section):
     filters: FilterConfig = FilterConfig()
     optim: OptimConfig = OptimConfig()
     update: UpdateConfig = UpdateConfig()
+    log: LogConfig = LogConfig()
 
     @model_validator(mode="after")
     def _check_groups(self) -> TrainerConfig:
@@ -164,6 +181,16 @@ class TrainerConfig(_Section):
             raise ValueError(
                 f"estimator {self.advantage.estimator!r} compares episodes of one task; "
                 "set rollout.group_size >= 2"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_held_out(self) -> TrainerConfig:
+        last_train_seed = self.rollout.first_seed + self.steps * self.rollout.groups_per_step
+        if self.eval_every and self.rollout.first_seed < self.eval_first_seed < last_train_seed:
+            raise ValueError(
+                f"training seeds [{self.rollout.first_seed}, {last_train_seed}) overlap the eval "
+                f"seeds from {self.eval_first_seed}; raise eval_first_seed to >= {last_train_seed}"
             )
         return self
 
