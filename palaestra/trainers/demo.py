@@ -1,0 +1,189 @@
+"""The CPU demo (``palaestra train --preset cpu-demo``): a tiny model learns guess-the-number.
+
+1. Build a tiny policy locally: a byte-level BPE tokenizer trained on the env's own texts and
+   a random-init 2-layer Qwen2 (nothing is downloaded).
+2. Warm it up with a short SFT on oracle (binary search) demonstrations: enough to learn the
+   answer format, not the strategy.
+3. RL it with GRPO through the runner, evaluating on held-out seeds; the reward curve is
+   printed and saved as ``reward_curve.png`` (with matplotlib) next to ``metrics.jsonl``.
+
+The warm-started model is saved under ``DIR/init`` and the run's config under
+``DIR/config.yaml``, so ``palaestra train DIR/config.yaml`` repeats the RL part.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from palaestra.agents import OracleAgent
+from palaestra.runner import Runner, make_tasks
+from palaestra.trainers import tiny
+from palaestra.trainers.config import TrainerConfig
+from palaestra.trainers.sft import collect_demonstrations, train_sft
+from palaestra.trainers.trainer import Trainer
+
+ENV_ID = "game:GuessTheNumber-v0"
+ENV_KWARGS = {"min_number": 1, "max_number": 8, "max_turns": 3}
+"""1..8 in 3 guesses: binary search wins 7 times in 8, guessing blindly 3 times in 8."""
+
+CORPUS_SEEDS = range(2_000_000, 2_000_200)
+DEMO_SEEDS = range(3_000_000, 3_000_256)
+"""Seeds of the tokenizer corpus and of the SFT demonstrations, apart from train and eval."""
+
+VOCAB_SIZE = 1024
+SFT_STEPS = 24
+SFT_LR = 3e-3
+INIT_DIR = "init"
+PLOT_FILE = "reward_curve.png"
+
+
+def cpu_demo_config(output_dir: str | Path, *, seed: int = 0, steps: int = 40) -> TrainerConfig:
+    """The RL part of the demo: GRPO, 8 groups of 8 episodes per step, 8 tokens per guess."""
+    return TrainerConfig(
+        seed=seed,
+        steps=steps,
+        output_dir=str(output_dir),
+        eval_every=10,
+        eval_episodes=64,
+        model={"path": str(Path(output_dir) / INIT_DIR)},
+        rollout={
+            "env_id": ENV_ID,
+            "env_kwargs": ENV_KWARGS,
+            "group_size": 8,
+            "groups_per_step": 8,
+            "max_new_tokens": 8,
+            "concurrency": 64,
+        },
+        advantage={"estimator": "grpo"},
+        loss={"policy_loss": "ppo_clip"},
+        optim={"lr": 2e-3},
+        update={"micro_batch_size": 64},
+    )
+
+
+@dataclass(slots=True)
+class DemoResult:
+    """What the demo measured: eval reward before and after RL, the curve, wall time."""
+
+    history: list[dict[str, float]]
+    eval_start: float
+    eval_end: float
+    seconds: float
+    plot: Path | None
+
+
+def run_cpu_demo(
+    output_dir: str | Path,
+    *,
+    seed: int = 0,
+    steps: int = 40,
+    console: Console | None = None,
+) -> DemoResult:
+    """Build, warm up and RL a tiny policy on guess-the-number (see the module docstring)."""
+    import torch
+
+    console = console or Console()
+    started = time.perf_counter()
+    torch.manual_seed(seed)
+    config = cpu_demo_config(output_dir, seed=seed, steps=steps)
+    console.print(f"[bold]1/3[/bold] tiny policy: tokenizer and 2-layer Qwen2 (seed {seed})")
+    tokenizer = tiny.train_tokenizer(_env_texts(), vocab_size=VOCAB_SIZE)
+    model = tiny.tiny_qwen2(len(tokenizer), seed=seed)
+    console.print(f"[bold]2/3[/bold] SFT warm start: {SFT_STEPS} steps on oracle demonstrations")
+    demos = collect_demonstrations(ENV_ID, DEMO_SEEDS, tokenizer, env_kwargs=ENV_KWARGS)
+    losses = train_sft(
+        model, demos, steps=SFT_STEPS, lr=SFT_LR, pad_token_id=tokenizer.pad_token_id, seed=seed
+    )
+    console.print(f"    loss {losses[0]:.2f} -> {losses[-1]:.2f}")
+    model.save_pretrained(config.model.path)
+    tokenizer.save_pretrained(config.model.path)
+    console.print(f"[bold]3/3[/bold] RL: GRPO for {steps} steps on {ENV_ID} {ENV_KWARGS}")
+    trainer = Trainer(config, model, tokenizer, console=console)
+    history = trainer.train()
+    evals = [record for record in history if "eval/reward" in record]
+    baseline = _first_eval(config.output_dir)
+    result = DemoResult(
+        history=history,
+        eval_start=baseline,
+        eval_end=evals[-1]["eval/reward"] if evals else float("nan"),
+        seconds=time.perf_counter() - started,
+        plot=plot_reward_curve(Path(config.output_dir) / "metrics.jsonl"),
+    )
+    console.print(reward_curve_text(Path(config.output_dir) / "metrics.jsonl"))
+    console.print(
+        f"eval reward (held-out seeds) {result.eval_start:.3f} -> {result.eval_end:.3f} "
+        f"in {result.seconds:.0f} s" + (f"; plot: {result.plot}" if result.plot else "")
+    )
+    return result
+
+
+def reward_curve_text(metrics_path: str | Path, *, width: int = 40) -> str:
+    """The train and eval reward per step as a text bar chart."""
+    from palaestra.trainers.metrics_log import read_metrics
+
+    lines = ["step  train  eval"]
+    for record in read_metrics(metrics_path):
+        train, evaluation = record.get("reward"), record.get("eval/reward")
+        value = evaluation if evaluation is not None else train
+        bar = "#" * round((value or 0.0) * width)
+        lines.append(f"{int(record['step']):>4}  {_fmt(train)}  {_fmt(evaluation)}  {bar}")
+    return "\n".join(lines)
+
+
+def plot_reward_curve(metrics_path: str | Path) -> Path | None:
+    """Save the train and eval reward curves as ``reward_curve.png`` beside ``metrics_path``;
+    None when matplotlib is not installed (``pip install palaestra[train]`` has it)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    from palaestra.trainers.metrics_log import read_metrics
+
+    records = read_metrics(metrics_path)
+    train = [(r["step"], r["reward"]) for r in records if "reward" in r]
+    evaluation = [(r["step"], r["eval/reward"]) for r in records if "eval/reward" in r]
+    figure, axes = plt.subplots(figsize=(6, 3.5))
+    if train:
+        axes.plot(*zip(*train, strict=True), label="train (batch mean)", alpha=0.6)
+    if evaluation:
+        axes.plot(*zip(*evaluation, strict=True), "o-", label="eval (held-out seeds)")
+    axes.set_xlabel("step")
+    axes.set_ylabel("mean reward")
+    axes.set_ylim(0, 1)
+    axes.legend()
+    figure.tight_layout()
+    path = Path(metrics_path).with_name(PLOT_FILE)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def _env_texts() -> list[str]:
+    """System prompt, tasks, oracle moves and feedback of a few episodes: the tokenizer corpus."""
+    episodes = Runner(OracleAgent()).run(make_tasks([ENV_ID], CORPUS_SEEDS, env_kwargs=ENV_KWARGS))
+    texts: list[str] = []
+    for episode in episodes:
+        texts += [episode.system_prompt or "", episode.task]
+        texts += [text for turn in episode.turns for text in (turn.action, turn.observation)]
+    return texts
+
+
+def _first_eval(output_dir: str) -> float:
+    from palaestra.trainers.metrics_log import read_metrics
+
+    for record in read_metrics(Path(output_dir) / "metrics.jsonl"):
+        if "eval/reward" in record:
+            return float(record["eval/reward"])
+    return float("nan")
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:5.3f}" if value is not None else "  -  "
