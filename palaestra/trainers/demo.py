@@ -36,7 +36,7 @@ DEMO_SEEDS = range(3_000_000, 3_000_256)
 """Seeds of the tokenizer corpus and of the SFT demonstrations, apart from train and eval."""
 
 VOCAB_SIZE = 1024
-SFT_STEPS = 24
+SFT_STEPS = 100
 SFT_LR = 3e-3
 INIT_DIR = "init"
 PLOT_FILE = "reward_curve.png"
@@ -61,8 +61,10 @@ def cpu_demo_config(output_dir: str | Path, *, seed: int = 0, steps: int = 40) -
         },
         advantage={"estimator": "grpo"},
         loss={"policy_loss": "ppo_clip"},
-        optim={"lr": 2e-3},
-        update={"micro_batch_size": 64},
+        # a short warmup and an epsilon above the noise level of the gradients: fresh AdamW
+        # steps every near-zero-gradient weight (e.g. unused embedding rows) by a full lr
+        optim={"lr": 1e-3, "warmup_steps": 3, "adam_eps": 1e-5},
+        update={"micro_batch_size": 64, "mini_batches": 4},
     )
 
 
@@ -92,7 +94,7 @@ def run_cpu_demo(
     torch.manual_seed(seed)
     config = cpu_demo_config(output_dir, seed=seed, steps=steps)
     console.print(f"[bold]1/3[/bold] tiny policy: tokenizer and 2-layer Qwen2 (seed {seed})")
-    tokenizer = tiny.train_tokenizer(_env_texts(), vocab_size=VOCAB_SIZE)
+    tokenizer = tiny.train_tokenizer(env_texts(), vocab_size=VOCAB_SIZE)
     model = tiny.tiny_qwen2(len(tokenizer), seed=seed)
     console.print(f"[bold]2/3[/bold] SFT warm start: {SFT_STEPS} steps on oracle demonstrations")
     demos = collect_demonstrations(ENV_ID, DEMO_SEEDS, tokenizer, env_kwargs=ENV_KWARGS)
@@ -166,7 +168,7 @@ def plot_reward_curve(metrics_path: str | Path) -> Path | None:
     return path
 
 
-def _env_texts() -> list[str]:
+def env_texts() -> list[str]:
     """System prompt, tasks, oracle moves and feedback of a few episodes: the tokenizer corpus."""
     episodes = Runner(OracleAgent()).run(make_tasks([ENV_ID], CORPUS_SEEDS, env_kwargs=ENV_KWARGS))
     texts: list[str] = []
