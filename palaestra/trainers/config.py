@@ -186,11 +186,13 @@ class TrainerConfig(_Section):
 
     @model_validator(mode="after")
     def _check_held_out(self) -> TrainerConfig:
-        last_train_seed = self.rollout.first_seed + self.steps * self.rollout.groups_per_step
-        if self.eval_every and self.rollout.first_seed < self.eval_first_seed < last_train_seed:
+        first, end = self.rollout.first_seed, self.rollout.first_seed
+        end += self.steps * self.rollout.groups_per_step
+        eval_end = self.eval_first_seed + self.eval_episodes
+        if self.eval_every and first < eval_end and self.eval_first_seed < end:
             raise ValueError(
-                f"training seeds [{self.rollout.first_seed}, {last_train_seed}) overlap the eval "
-                f"seeds from {self.eval_first_seed}; raise eval_first_seed to >= {last_train_seed}"
+                f"training seeds [{first}, {end}) overlap the eval seeds "
+                f"[{self.eval_first_seed}, {eval_end}); raise eval_first_seed to >= {end}"
             )
         return self
 
