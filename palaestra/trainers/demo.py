@@ -1,9 +1,12 @@
-"""The CPU demo (``palaestra train --preset cpu-demo``): a tiny model learns guess-the-number.
+"""The CPU demo (``palaestra train --preset cpu-demo``): a tiny model learns small sums.
+
+The env is ``math:Arithmetic-v0`` cut down to the 16 sums ``a + b`` with ``a, b`` in 1..4,
+with two attempts (a wrong first answer gets feedback and a second turn).
 
 1. Build a tiny policy locally: a byte-level BPE tokenizer trained on the env's own texts and
    a random-init 2-layer Qwen2 (nothing is downloaded).
-2. Warm it up with a short SFT on oracle (binary search) demonstrations: enough to learn the
-   answer format, not the strategy.
+2. Warm it up with a short SFT on oracle demonstrations: enough to learn the answer format
+   and a little arithmetic.
 3. RL it with GRPO through the runner, evaluating on held-out seeds; the reward curve is
    printed and saved as ``reward_curve.png`` (with matplotlib) next to ``metrics.jsonl``.
 
@@ -13,6 +16,7 @@ The warm-started model is saved under ``DIR/init`` and the run's config under
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,29 +31,34 @@ from palaestra.trainers.config import TrainerConfig
 from palaestra.trainers.sft import collect_demonstrations, train_sft
 from palaestra.trainers.trainer import Trainer
 
-ENV_ID = "game:GuessTheNumber-v0"
-ENV_KWARGS = {"min_number": 1, "max_number": 8, "max_turns": 3}
-"""1..8 in 3 guesses: binary search wins 7 times in 8, guessing blindly 3 times in 8."""
+ENV_ID = "math:Arithmetic-v0"
+ENV_KWARGS = {
+    "difficulty": "easy",
+    "num_terms": 2,
+    "max_value": 4,
+    "operators": "+",
+    "max_attempts": 2,
+}
 
 CORPUS_SEEDS = range(2_000_000, 2_000_200)
 DEMO_SEEDS = range(3_000_000, 3_000_256)
 """Seeds of the tokenizer corpus and of the SFT demonstrations, apart from train and eval."""
 
 VOCAB_SIZE = 1024
-SFT_STEPS = 100
+SFT_STEPS = 20
 SFT_LR = 3e-3
 INIT_DIR = "init"
 PLOT_FILE = "reward_curve.png"
 
 
 def cpu_demo_config(output_dir: str | Path, *, seed: int = 0, steps: int = 40) -> TrainerConfig:
-    """The RL part of the demo: GRPO, 8 groups of 8 episodes per step, 8 tokens per guess."""
+    """The RL part of the demo: GRPO, 8 groups of 8 episodes per step, 8 tokens per answer."""
     return TrainerConfig(
         seed=seed,
         steps=steps,
         output_dir=str(output_dir),
         eval_every=10,
-        eval_episodes=64,
+        eval_episodes=128,
         model={"path": str(Path(output_dir) / INIT_DIR)},
         rollout={
             "env_id": ENV_ID,
@@ -60,11 +69,13 @@ def cpu_demo_config(output_dir: str | Path, *, seed: int = 0, steps: int = 40) -
             "concurrency": 64,
         },
         advantage={"estimator": "grpo"},
-        loss={"policy_loss": "ppo_clip"},
+        # KL to the warm-started policy keeps the tiny model from spreading probability
+        # over its whole vocabulary when most samples get negative advantages
+        loss={"policy_loss": "ppo_clip", "kl_coef": 0.1},
         # a short warmup and an epsilon above the noise level of the gradients: fresh AdamW
         # steps every near-zero-gradient weight (e.g. unused embedding rows) by a full lr
         optim={"lr": 1e-3, "warmup_steps": 3, "adam_eps": 1e-5},
-        update={"micro_batch_size": 64, "mini_batches": 4},
+        update={"micro_batch_size": 64, "mini_batches": 1},
     )
 
 
@@ -86,7 +97,7 @@ def run_cpu_demo(
     steps: int = 40,
     console: Console | None = None,
 ) -> DemoResult:
-    """Build, warm up and RL a tiny policy on guess-the-number (see the module docstring)."""
+    """Build, warm up and RL a tiny policy on small sums (see the module docstring)."""
     import torch
 
     console = console or Console()
@@ -105,7 +116,8 @@ def run_cpu_demo(
     model.save_pretrained(config.model.path)
     tokenizer.save_pretrained(config.model.path)
     console.print(f"[bold]3/3[/bold] RL: GRPO for {steps} steps on {ENV_ID} {ENV_KWARGS}")
-    trainer = Trainer(config, model, tokenizer, console=console)
+    reference = copy.deepcopy(model).eval().requires_grad_(False)
+    trainer = Trainer(config, model, tokenizer, ref_model=reference, console=console)
     history = trainer.train()
     evals = [record for record in history if "eval/reward" in record]
     baseline = _first_eval(config.output_dir)
@@ -124,16 +136,25 @@ def run_cpu_demo(
     return result
 
 
-def reward_curve_text(metrics_path: str | Path, *, width: int = 40) -> str:
-    """The train and eval reward per step as a text bar chart."""
+def reward_curve_text(metrics_path: str | Path, *, window: int = 10, width: int = 40) -> str:
+    """Eval reward and the train reward averaged over the last ``window`` steps, at every eval
+    step, as a text bar chart (the bar is the eval reward)."""
     from palaestra.trainers.metrics_log import read_metrics
 
-    lines = ["step  train  eval"]
-    for record in read_metrics(metrics_path):
-        train, evaluation = record.get("reward"), record.get("eval/reward")
-        value = evaluation if evaluation is not None else train
-        bar = "#" * round((value or 0.0) * width)
-        lines.append(f"{int(record['step']):>4}  {_fmt(train)}  {_fmt(evaluation)}  {bar}")
+    records = read_metrics(metrics_path)
+    train = [(r["step"], r["reward"]) for r in records if "reward" in r]
+    lines = [f"step  train (mean of {window})  eval"]
+    for record in records:
+        if "eval/reward" not in record:
+            continue
+        recent = [
+            value for step, value in train if record["step"] - window < step <= record["step"]
+        ]
+        mean = sum(recent) / len(recent) if recent else None
+        bar = "#" * round(record["eval/reward"] * width)
+        lines.append(
+            f"{int(record['step']):>4}  {_fmt(mean):>17}  {_fmt(record['eval/reward'])}  {bar}"
+        )
     return "\n".join(lines)
 
 
@@ -154,7 +175,13 @@ def plot_reward_curve(metrics_path: str | Path) -> Path | None:
     evaluation = [(r["step"], r["eval/reward"]) for r in records if "eval/reward" in r]
     figure, axes = plt.subplots(figsize=(6, 3.5))
     if train:
-        axes.plot(*zip(*train, strict=True), label="train (batch mean)", alpha=0.6)
+        steps, rewards = zip(*train, strict=True)
+        axes.plot(steps, rewards, label="train (batch mean)", alpha=0.3)
+        smooth = [
+            sum(rewards[max(0, i - 9) : i + 1]) / len(rewards[max(0, i - 9) : i + 1])
+            for i in range(len(rewards))
+        ]
+        axes.plot(steps, smooth, label="train (mean of 10 steps)")
     if evaluation:
         axes.plot(*zip(*evaluation, strict=True), "o-", label="eval (held-out seeds)")
     axes.set_xlabel("step")
