@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,8 +118,8 @@ class Runner:
         self.stats = RunStats()
         pending = iter(tasks)
         done: asyncio.Queue[tuple[Task, Episode] | None] = asyncio.Queue()
-        drained = asyncio.Event()
-        window = max(_STREAM_WINDOW, self.concurrency)
+        paused: deque[asyncio.Future[None]] = deque()
+        loop = asyncio.get_running_loop()
         if self.process_workers and self._process_pool is None:
             self._process_pool = ProcessEnvPool(self.process_workers)
 
@@ -127,10 +127,12 @@ class Runner:
             try:
                 for task in pending:
                     done.put_nowait((task, await self.run_episode(task)))
-                    if done.qsize() >= window:
+                    if done.qsize() >= _STREAM_WINDOW:
                         # Backpressure: episodes whose agent never waits would otherwise
                         # pile up unread (and keep the garbage collector busy).
-                        await drained.wait()
+                        gate = loop.create_future()
+                        paused.append(gate)
+                        await gate
             finally:
                 done.put_nowait(None)
 
@@ -138,9 +140,12 @@ class Runner:
         remaining = len(workers)
         try:
             while remaining:
-                if done.empty():
-                    drained.set()  # wake the workers waiting for the reader
-                    drained.clear()
+                if done.empty() and paused:
+                    # The reader caught up: resume one paused worker (one at a time keeps
+                    # instant agents from cycling through every worker per window).
+                    gate = paused.popleft()
+                    if not gate.done():
+                        gate.set_result(None)
                 item = await done.get()
                 if item is None:
                     remaining -= 1
