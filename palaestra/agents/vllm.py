@@ -17,7 +17,9 @@ class VLLMAgent:
     """Wraps ``vllm.v1.engine.async_llm.AsyncLLM`` for a local model path.
 
     ``engine_kwargs`` go to ``AsyncEngineArgs`` (e.g. ``gpu_memory_utilization=0.1``,
-    ``max_model_len=2048``, ``enforce_eager=True``).
+    ``max_model_len=2048``, ``enforce_eager=True``). The engine binds to the event loop of
+    its first request: use one agent within one loop (one ``Runner.run``, one
+    ``palaestra eval``, or one async program), then ``await agent.aclose()``.
 
     >>> agent = VLLMAgent("path/to/model", gpu_memory_utilization=0.3)  # doctest: +SKIP
     """
