@@ -87,6 +87,12 @@ class HistoryObservation(gym.Wrapper[str, str, str, str]):
         return self._render(), reward, terminated, truncated, info
 
 
+def flip_reward(reward: float, bounds: tuple[float, float]) -> float:
+    """The mirror image of ``reward`` in ``bounds``: ``low + high - reward`` (1 <-> 0 for 0/1)."""
+    low, high = bounds
+    return low + high - reward
+
+
 class RewardNoise(gym.Wrapper[str, str, str, str]):
     """Corrupt rewards for robustness studies (noisy-reward RL).
 
@@ -130,8 +136,7 @@ class RewardNoise(gym.Wrapper[str, str, str, str]):
             return obs, reward, terminated, truncated, info
         noisy = float(reward)
         if self._noise_rng.random() < self.flip_prob:
-            low, high = self.bounds
-            noisy = low + high - noisy
+            noisy = flip_reward(noisy, self.bounds)
         if self.noise_std:
             noisy += float(self._noise_rng.normal(0.0, self.noise_std))
         return obs, noisy, terminated, truncated, {**info, "clean_reward": reward}

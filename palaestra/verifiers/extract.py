@@ -29,3 +29,89 @@ def last_boxed(text: str) -> str | None:
         else:
             open_stack.append(match.end() if token != "{" else -1)
     return None if best is None else text[best[0] : best[1]]
+
+
+_ANSWER_PHRASE = re.compile(
+    r"(?:final answer|the answer|answer)\s*(?:is|:|=)\s*(?::\s*)?", re.IGNORECASE
+)
+_SENTENCE_END = re.compile(r"\n|\.(?:\s|$)|;\s")
+_NUMBER = re.compile(r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?")
+EXTRACTION_ORDER = ("boxed", "answer_tag", "phrase", "last_number")
+"""Strategies :func:`extract_answer` tries, most explicit first."""
+
+
+def last_tagged(text: str, tag: str = "answer") -> str | None:
+    """Content of the last complete ``<tag>...</tag>`` in ``text``, or None.
+
+    >>> last_tagged("<answer>1</answer> then <answer> 2 </answer>")
+    ' 2 '
+    """
+    close = text.rfind(f"</{tag}>")
+    if close < 0:
+        return None
+    opening = f"<{tag}>"
+    start = text.rfind(opening, 0, close)
+    if start < 0:
+        return None
+    return text[start + len(opening) : close]
+
+
+def answer_phrase(text: str) -> str | None:
+    """What follows the last "the answer is" / "answer:" up to the end of its sentence, or None.
+
+    >>> answer_phrase("So the final answer is 42. Done.")
+    '42'
+    """
+    last = None
+    for last in _ANSWER_PHRASE.finditer(text):  # noqa: B007  (we want the last match)
+        pass
+    if last is None:
+        return None
+    rest = text[last.end() :]
+    end = _SENTENCE_END.search(rest)
+    answer = (rest if end is None else rest[: end.start()]).strip()
+    return answer or None
+
+
+def last_number(text: str) -> str | None:
+    """The last number in ``text`` (integers, decimals, ``a/b``, thousands commas), or None.
+
+    >>> last_number("3 apples and 1,250.5 pears, total")
+    '1,250.5'
+    """
+    last = None
+    for last in _NUMBER.finditer(text):  # noqa: B007  (we want the last match)
+        pass
+    return None if last is None else last.group().rstrip(",")
+
+
+_STRATEGIES = {
+    "boxed": last_boxed,
+    "answer_tag": last_tagged,
+    "phrase": answer_phrase,
+    "last_number": last_number,
+}
+
+
+def extract_answer(text: str, order: tuple[str, ...] = EXTRACTION_ORDER) -> str | None:
+    r"""The final answer in a completion: the first strategy in ``order`` that finds one.
+
+    Strategies: ``"boxed"`` (last ``\boxed{}``), ``"answer_tag"`` (last ``<answer>``, with a
+    ``\boxed{}`` inside it preferred), ``"phrase"`` ("the answer is ..."), ``"last_number"``.
+    Linear time in ``len(text)``.
+
+    >>> extract_answer("<answer>x = 3</answer>")
+    'x = 3'
+    """
+    unknown = [name for name in order if name not in _STRATEGIES]
+    if unknown:
+        raise ValueError(
+            f"unknown extraction strategies {unknown}; choose from {list(_STRATEGIES)}"
+        )
+    for name in order:
+        found = _STRATEGIES[name](text)
+        if found is not None and name == "answer_tag":
+            found = last_boxed(found) or found
+        if found is not None and found.strip():
+            return found.strip()
+    return None

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import palaestra
-from tests.conftest import has_oracle, play_episode
+from tests.conftest import contract_env_ids, has_oracle, play_episode
 
 SEEDS = range(12)
 
@@ -117,7 +117,7 @@ def test_hostile_actions_never_raise(env_id):
     _assert_survives(env_id, HOSTILE_ACTIONS)
 
 
-@pytest.mark.parametrize("fuzz_env_id", palaestra.list_envs())
+@pytest.mark.parametrize("fuzz_env_id", contract_env_ids())
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     actions=st.lists(

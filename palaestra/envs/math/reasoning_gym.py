@@ -1,0 +1,94 @@
+"""Every reasoning-gym task as a palaestra env, graded by the task's own scorer.
+
+``rg:<task>-v0`` is single-turn; ``rg:<task>-Retry-v0`` allows three attempts with feedback.
+Items are drawn by index from a reasoning-gym dataset (whose items are seeded per index),
+so the same reset seed gives the same problem; ``reset(options={"index": i})`` picks one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from palaestra.envs.math._base import MathTask, MathTaskEnv
+from palaestra.verifiers.extract import extract_answer
+
+INSTALL_HINT = "rg:* envs need reasoning-gym; install it with `pip install 'palaestra[rg]'`"
+MAX_CACHED_ENTRIES = 4096
+RG_SYSTEM_PROMPT = (
+    "Solve the task. Think step by step, then give only the final answer inside "
+    "<answer></answer> tags, for example <answer>42</answer>."
+)
+
+
+class ReasoningGymEnv(MathTaskEnv):
+    """A reasoning-gym task; reward is reasoning-gym's ``score_answer`` in [0, 1].
+
+    ``config`` goes to the task's config class (difficulty knobs such as ``min_terms``);
+    ``dataset_seed`` and ``size`` define the pool of items that reset seeds draw from (some
+    tasks build all items up front, so a larger pool costs start-up time).
+    """
+
+    system_prompt = RG_SYSTEM_PROMPT
+
+    def __init__(
+        self,
+        task: str,
+        *,
+        config: dict[str, Any] | None = None,
+        dataset_seed: int = 0,
+        size: int = 5_000,
+        max_attempts: int = 1,
+        render_mode: str | None = None,
+    ):
+        super().__init__(max_attempts=max_attempts, render_mode=render_mode)
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        self.task_name = task
+        self.config = dict(config or {})
+        self.dataset_seed = dataset_seed
+        self.size = size
+        self._dataset: Any = None
+        self._entries: dict[int, dict[str, Any]] = {}
+
+    @property
+    def dataset(self) -> Any:
+        """The reasoning-gym dataset (built on first use)."""
+        if self._dataset is None:
+            try:
+                import reasoning_gym
+            except ImportError as exc:
+                raise ImportError(INSTALL_HINT) from exc
+            self._dataset = reasoning_gym.create_dataset(
+                self.task_name, seed=self.dataset_seed, size=self.size, **self.config
+            )
+        return self._dataset
+
+    def new_task(self, options: dict[str, Any]) -> MathTask:
+        index = options.get("index")
+        if index is None:
+            index = int(self.np_random.integers(self.size))
+        if not 0 <= index < self.size:
+            raise ValueError(f"index must be in [0, {self.size}), got {index}")
+        entry = self._entry(index)
+        answer = entry.get("answer")
+        question = f"{entry['question']}\n\nGive your final answer inside <answer></answer> tags."
+        return MathTask(question, None if answer is None else str(answer), entry)
+
+    def _entry(self, index: int) -> dict[str, Any]:
+        """Item ``index``, memoized: a few upstream generators (e.g. ``list_functions``) read
+        global random state, so asking twice could give two different problems."""
+        if index not in self._entries:
+            if len(self._entries) >= MAX_CACHED_ENTRIES:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[index] = self.dataset[index]
+        return self._entries[index]
+
+    def score(self, action: str, task: MathTask) -> float:
+        answer = extract_answer(action, ("answer_tag", "boxed")) or action.strip()
+        try:
+            return float(self.dataset.score_answer(answer, task.data))
+        except Exception:  # a scorer that chokes on garbage is a wrong answer, not a crash
+            return 0.0
+
+    def format_answer(self, answer: str) -> str:
+        return f"<answer>{answer}</answer>"

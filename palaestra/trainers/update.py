@@ -1,0 +1,251 @@
+"""One policy update of a causal LM on a :class:`~palaestra.trainers.batch.TrainBatch`.
+
+The update recomputes the policy's token logprobs in micro-batches, applies the policy loss of
+:mod:`palaestra.trainers.losses` normalized by whole-mini-batch counts (so gradient accumulation
+gives the same gradient as one big batch), clips the gradient norm and steps AdamW and its
+learning-rate schedule.
+
+>>> updater = PolicyUpdater(model, config)                      # doctest: +SKIP
+>>> metrics = updater.step(build_batch(episodes, advantages))   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+
+import torch
+from torch import Tensor, nn
+
+from palaestra.trainers.batch import TrainBatch
+from palaestra.trainers.config import OptimConfig, TrainerConfig
+from palaestra.trainers.losses import compute_policy_loss, token_entropy
+
+
+def sequence_logprobs(
+    model: nn.Module,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    *,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Log-probability of every token given the ones before it, aligned with ``input_ids``.
+
+    ``logp[:, t] = log softmax(logits[:, t-1] / temperature)[input_ids[:, t]]`` and
+    ``logp[:, 0] = 0``; with ``with_entropy`` also the entropy of the same distributions
+    (``entropy[:, 0] = 0``). Dividing by the rollout temperature makes the logprobs those of
+    the distribution the tokens were sampled from.
+    """
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    logits = logits.float() / temperature
+    targets = input_ids[:, 1:].unsqueeze(-1)
+    logp = logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    first = logp.new_zeros(logp.shape[0], 1)
+    entropy = torch.cat([first, token_entropy(logits)], dim=1) if with_entropy else None
+    return torch.cat([first, logp], dim=1), entropy
+
+
+def build_optimizer(
+    parameters: list[nn.Parameter], config: OptimConfig
+) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW and its schedule: linear warmup over ``warmup_steps``, then constant, linear decay
+    to 0 or cosine decay to 0 at ``total_steps`` (counted in optimizer steps)."""
+    optimizer = torch.optim.AdamW(
+        parameters,
+        lr=config.lr,
+        betas=config.betas,
+        eps=config.adam_eps,
+        weight_decay=config.weight_decay,
+    )
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, config))
+
+
+def lr_factor(step: int, config: OptimConfig) -> float:
+    """Multiplier of the base learning rate at optimizer step ``step`` (0-based)."""
+    if step < config.warmup_steps:
+        return (step + 1) / config.warmup_steps
+    if config.schedule == "constant" or config.total_steps is None:
+        return 1.0
+    decay_steps = max(config.total_steps - config.warmup_steps, 1)
+    progress = min((step - config.warmup_steps) / decay_steps, 1.0)
+    if config.schedule == "linear":
+        return 1.0 - progress
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+class PolicyUpdater:
+    """Owns the optimizer state of a policy and turns batches into optimizer steps.
+
+    Each :meth:`step` runs ``config.update.epochs`` passes over the batch; each pass is split
+    into ``config.update.mini_batches`` optimizer steps, each accumulated over micro-batches of
+    ``config.update.micro_batch_size`` sequences. ``ref_model`` is needed when
+    ``config.loss.kl_coef > 0``.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        config: TrainerConfig,
+        *,
+        ref_model: nn.Module | None = None,
+    ) -> None:
+        if config.loss.kl_coef > 0 and ref_model is None:
+            raise ValueError("loss.kl_coef > 0 needs a ref_model (a frozen copy of the policy)")
+        self.model = model
+        self.ref_model = ref_model
+        self.config = config
+        self.parameters = [p for p in model.parameters() if p.requires_grad]
+        if not self.parameters:
+            raise ValueError("the model has no trainable parameters")
+        self.optimizer, self.scheduler = build_optimizer(self.parameters, config.optim)
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.optimizer_steps = 0
+
+    @property
+    def device(self) -> torch.device:
+        return self.parameters[0].device
+
+    def state_dict(self) -> dict:
+        """Optimizer, scheduler, sampling-generator state and step count (for checkpoints)."""
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "generator": self.generator.get_state(),
+            "optimizer_steps": self.optimizer_steps,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what :meth:`state_dict` saved."""
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.generator.set_state(state["generator"])
+        self.optimizer_steps = int(state["optimizer_steps"])
+
+    def step(self, batch: TrainBatch) -> dict[str, float]:
+        """Update the policy on ``batch``; returns token-weighted metrics of the update.
+
+        Metrics: ``loss``, ``clip_fraction``, ``ratio_mean``, ``approx_kl_rollout``, ``entropy``,
+        ``kl_ref`` (with a reference model), ``grad_norm`` (before clipping, mean over optimizer
+        steps), ``lr``, ``num_tokens``, ``update_time`` (s) and ``tokens_per_s``.
+        """
+        started = time.perf_counter()
+        if batch.num_loss_tokens == 0:
+            raise ValueError(
+                "the batch has no tokens to train on (every loss_mask is 0); check that the "
+                "episodes carry policy tokens or that filters did not drop everything"
+            )
+        batch = self._complete(batch.to(self.device))
+        self.model.train()
+        sums: dict[str, float] = defaultdict(float)
+        tokens = 0
+        losses: list[float] = []
+        grad_norms: list[float] = []
+        for _ in range(self.config.update.epochs):
+            order = torch.randperm(len(batch), generator=self.generator)
+            for rows in order.tensor_split(min(self.config.update.mini_batches, len(batch))):
+                loss, mini_sums, mini_tokens = self.accumulate_gradients(batch.select(rows))
+                for key, value in mini_sums.items():
+                    sums[key] += value
+                tokens += mini_tokens
+                losses.append(loss)
+                grad_norms.append(self._optimizer_step())
+        elapsed = time.perf_counter() - started
+        metrics = {key: value / max(tokens, 1) for key, value in sums.items()}
+        metrics.update(
+            loss=sum(losses) / len(losses),
+            grad_norm=sum(grad_norms) / len(grad_norms),
+            lr=self.scheduler.get_last_lr()[0],
+            num_tokens=float(batch.num_loss_tokens),
+            update_time=elapsed,
+            tokens_per_s=tokens / elapsed if elapsed > 0 else 0.0,
+        )
+        return metrics
+
+    def accumulate_gradients(self, mini: TrainBatch) -> tuple[float, dict[str, float], int]:
+        """Forward/backward over the micro-batches of ``mini``; gradients add up in ``.grad``.
+
+        The loss is normalized by ``mini``'s own token/sequence counts, so the accumulated
+        gradient equals that of one pass over ``mini`` whatever the micro-batch size. Old
+        logprobs must be complete (see :meth:`step`). Returns the loss, token-weighted sums of
+        the metrics and the number of loss tokens.
+        """
+        loss_config, update_config = self.config.loss, self.config.update
+        num_tokens, num_sequences = mini.num_loss_tokens, mini.num_loss_sequences
+        sums: dict[str, float] = defaultdict(float)
+        tokens = 0
+        loss = 0.0
+        for micro in mini.micro_batches(update_config.micro_batch_size):
+            if micro.num_loss_tokens == 0:
+                continue
+            logp, entropy = sequence_logprobs(
+                self.model,
+                micro.input_ids,
+                micro.attention_mask,
+                temperature=update_config.temperature,
+                with_entropy=True,
+            )
+            if loss_config.entropy_coef == 0:
+                entropy = entropy.detach()
+            result = compute_policy_loss(
+                loss_config,
+                logp,
+                micro.old_logprobs,
+                micro.advantages,
+                micro.loss_mask,
+                ref_logp=self._reference_logprobs(micro),
+                entropy=entropy,
+                num_tokens=num_tokens,
+                num_sequences=num_sequences,
+                generator=self.generator,
+            )
+            result.loss.backward()
+            loss += float(result.loss.detach())
+            for key, value in result.metrics.items():
+                sums[key] += value * result.num_tokens
+            tokens += result.num_tokens
+        return loss, sums, tokens
+
+    def _optimizer_step(self) -> float:
+        max_norm = self.config.optim.max_grad_norm
+        norm = torch.nn.utils.clip_grad_norm_(
+            self.parameters, max_norm if max_norm is not None else math.inf
+        )
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer_steps += 1
+        return float(norm)
+
+    def _reference_logprobs(self, micro: TrainBatch) -> Tensor | None:
+        if self.ref_model is None or self.config.loss.kl_coef == 0:
+            return None
+        with torch.no_grad():
+            ref_logp, _ = sequence_logprobs(
+                self.ref_model,
+                micro.input_ids,
+                micro.attention_mask,
+                temperature=self.config.update.temperature,
+            )
+        return ref_logp
+
+    def _complete(self, batch: TrainBatch) -> TrainBatch:
+        """Fill old logprobs the engine did not give (env tokens trained on) from the policy."""
+        missing = (batch.loss_mask > 0) & ~batch.has_old_logprobs
+        if not bool(missing.any()):
+            return batch
+        self.model.eval()
+        with torch.no_grad():
+            parts = [
+                sequence_logprobs(
+                    self.model,
+                    micro.input_ids,
+                    micro.attention_mask,
+                    temperature=self.config.update.temperature,
+                )[0]
+                for micro in batch.micro_batches(self.config.update.micro_batch_size)
+            ]
+        length = batch.input_ids.shape[1]
+        padded = [nn.functional.pad(part, (0, length - part.shape[1])) for part in parts]
+        return batch.with_old_logprobs(torch.cat(padded, dim=0))

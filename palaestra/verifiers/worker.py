@@ -1,0 +1,230 @@
+"""Run CPU-bound grading calls in killable worker processes, with a hard per-call timeout.
+
+A thread stuck in sympy cannot be stopped, and ``signal.alarm`` only works in the main
+thread, so a grader that must survive hostile inputs (``9^{9^{9^9}}``) runs them in a child
+process: when a call overruns its timeout the child is killed (its whole session) and a
+fresh one takes its place on the next call. Nothing leaks: no thread is left running and
+every killed process is reaped. Children also exit by themselves when the parent goes away
+(their request pipe closes).
+
+>>> pool = WorkerPool(preload=("fractions",))
+>>> pool.call(pow, (2, 10), timeout=5.0)
+1024
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import os
+import subprocess
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+STARTUP_TIMEOUT_S = 120.0
+"""How long a new worker may take to import its modules before it counts as broken."""
+
+
+class WorkerTimeout(TimeoutError):
+    """A call ran past its timeout; its worker was killed."""
+
+
+class WorkerError(RuntimeError):
+    """The call raised inside the worker (the message carries the remote exception)."""
+
+
+Call = tuple[Callable[..., Any], tuple[Any, ...]]
+"""A function (importable by name) and its arguments."""
+
+
+class _Worker:
+    """One child process serving calls over a pair of pipes."""
+
+    def __init__(self, preload: Sequence[str], memory_mb: int | None, warmup: Call | None):
+        request_read, request_write = os.pipe()
+        result_read, result_write = os.pipe()
+        args = [sys.executable, "-m", __name__, str(request_read), str(result_write)]
+        args += [str(memory_mb or 0), *preload]
+        self.process = subprocess.Popen(
+            args, pass_fds=(request_read, result_write), start_new_session=True
+        )
+        os.close(request_read)
+        os.close(result_write)
+        self._requests = Connection(request_write, readable=False)
+        self._results = Connection(result_read, writable=False)
+        if not self._results.poll(STARTUP_TIMEOUT_S):
+            self.kill()
+            raise RuntimeError(f"grading worker did not start within {STARTUP_TIMEOUT_S:.0f} s")
+        ok, message = self._recv()
+        if not ok:
+            self.kill()
+            raise RuntimeError(f"grading worker failed to start: {message}")
+        if warmup is not None:
+            try:
+                self.call(*warmup, timeout=STARTUP_TIMEOUT_S)
+            except (WorkerTimeout, WorkerError) as exc:
+                self.kill()
+                raise RuntimeError(f"grading worker failed its warm-up call: {exc}") from exc
+
+    def _recv(self) -> tuple[bool, Any]:
+        try:
+            return self._results.recv()
+        except (EOFError, OSError):
+            code = self.process.poll()
+            return False, f"worker process died (exit code {code})"
+
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float) -> Any:
+        self._requests.send((fn, args))
+        if not self._results.poll(timeout):
+            self.kill()
+            raise WorkerTimeout(f"{getattr(fn, '__name__', fn)} ran past {timeout} s; killed")
+        ok, value = self._recv()
+        if not ok:
+            raise WorkerError(value)
+        return value
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """Kill the child's whole session and reap it."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, 9)
+        self.process.wait()
+        self._requests.close()
+        self._results.close()
+
+
+class WorkerPool:
+    """Up to ``max_workers`` lazily started worker processes shared by all threads.
+
+    ``preload`` names modules each worker imports before serving and ``warmup`` is a call
+    each new worker makes first (so import and first-use costs never count against a call's
+    timeout); ``memory_mb`` caps each worker's address space.
+    """
+
+    def __init__(
+        self,
+        max_workers: int | None = None,
+        *,
+        preload: Sequence[str] = (),
+        memory_mb: int | None = 4096,
+        warmup: Call | None = None,
+    ):
+        if max_workers is not None and max_workers < 1:
+            raise ValueError(f"max_workers must be >= 1, got {max_workers}")
+        self.max_workers = max_workers or max(1, min(4, os.cpu_count() or 1))
+        self.preload = tuple(preload)
+        self.memory_mb = memory_mb
+        self.warmup = warmup
+        self._idle: list[_Worker] = []
+        self._started = 0
+        self._cond = threading.Condition()
+        _pools.add(self)
+
+    def _acquire(self) -> _Worker:
+        with self._cond:
+            while not self._idle and self._started >= self.max_workers:
+                self._cond.wait()
+            if self._idle:
+                return self._idle.pop()
+            self._started += 1
+        try:
+            return _Worker(self.preload, self.memory_mb, self.warmup)
+        except BaseException:
+            self._discard()
+            raise
+
+    def _discard(self) -> None:
+        with self._cond:
+            self._started -= 1
+            self._cond.notify()
+
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...] = (), *, timeout: float) -> Any:
+        """``fn(*args)`` in a worker; raises :class:`WorkerTimeout` past ``timeout`` seconds.
+
+        ``fn`` must be importable by name (a module-level function) and ``args`` picklable.
+        """
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        worker = self._acquire()
+        try:
+            return worker.call(fn, args, timeout)
+        except WorkerError:
+            if worker.alive:
+                raise
+            worker.kill()
+            self._discard()
+            worker = None
+            raise
+        except BaseException:
+            worker.kill()
+            self._discard()
+            worker = None
+            raise
+        finally:
+            if worker is not None:
+                with self._cond:
+                    self._idle.append(worker)
+                    self._cond.notify()
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the idle workers (for tests and monitoring)."""
+        with self._cond:
+            return [w.process.pid for w in self._idle]
+
+    def close(self) -> None:
+        """Stop every idle worker (busy ones are killed by their own call's timeout)."""
+        with self._cond:
+            idle, self._idle = self._idle, []
+            self._started -= len(idle)
+        for worker in idle:
+            worker.kill()
+
+
+_pools: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all_pools() -> None:
+    for pool in list(_pools):
+        pool.close()
+
+
+def _serve(request_fd: int, result_fd: int, memory_mb: int, preload: Sequence[str]) -> None:
+    requests = Connection(request_fd, writable=False)
+    results = Connection(result_fd, readable=False)
+    try:
+        if memory_mb:
+            import resource
+
+            limit = memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        for module in preload:
+            importlib.import_module(module)
+    except BaseException as exc:
+        results.send((False, repr(exc)))
+        return
+    results.send((True, None))
+    while True:
+        try:
+            fn, args = requests.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply = (True, fn(*args))
+        except BaseException as exc:  # MemoryError, RecursionError, anything sympy raises
+            reply = (False, f"{type(exc).__name__}: {exc}")
+        results.send(reply)
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])

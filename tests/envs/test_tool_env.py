@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import palaestra
+from palaestra.core.tool_calls import ToolCall, format_tool_call
+from palaestra.envs.python_tool import PythonTool
+from palaestra.envs.tool_env import ToolEnv
+from palaestra.sandboxes import LocalSandbox
+
+
+@pytest.fixture(scope="module")
+def box():
+    with LocalSandbox(pool_size=2) as sandbox:
+        yield sandbox
+
+
+def python_call(code: str) -> str:
+    return format_tool_call(ToolCall("python", {"code": code}))
+
+
+def test_python_tool_results_are_tool_observations(box: LocalSandbox) -> None:
+    env = ToolEnv(palaestra.make("game:GuessTheNumber-v0"), [PythonTool(box)])
+    env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(python_call("print(sum(range(10)))"))
+    assert obs == "45" and info["role"] == "tool" and reward == 0.0
+    assert not terminated and not truncated
+    obs, *_ = env.step(python_call("1/0"))
+    assert "ZeroDivisionError" in obs and "exited with status 1" in obs
+    obs, _, _, _, info = env.step("\\boxed{25}")  # no tool call: the game's own action
+    assert info["role"] == "user" and ("too" in obs or "Correct" in obs)
+
+
+def test_stateful_tool_keeps_variables_within_an_episode(box: LocalSandbox) -> None:
+    env = ToolEnv(palaestra.make("game:GuessTheNumber-v0"), [PythonTool(box, stateful=True)])
+    env.reset(seed=0)
+    env.step(python_call("x = 7"))
+    assert env.step(python_call("print(x * 6)"))[0] == "42"
+    env.reset(seed=1)
+    assert "NameError" in env.step(python_call("print(x)"))[0]
+    env.close()
+
+
+def test_bad_calls_and_tool_budget(box: LocalSandbox) -> None:
+    env = ToolEnv(palaestra.make("game:GuessTheNumber-v0"), [PythonTool(box)], max_tool_turns=1)
+    env.reset(seed=0)
+    obs, *_ = env.step('<tool_call>{"name": "shell", "arguments": {}}</tool_call>')
+    assert "unknown tool 'shell'" in obs
+    obs, _, _, _, info = env.step(python_call("print(1)"))
+    assert "no tool calls left" in obs and info["role"] == "tool"
+    env.reset(seed=0)
+    obs, *_ = env.step("<tool_call>{oops</tool_call>")
+    assert "not valid JSON" in obs
+
+
+def test_schema_prompt_and_async(box: LocalSandbox) -> None:
+    env = ToolEnv(palaestra.make("game:GuessTheNumber-v0"), [PythonTool(box)])
+    assert env.tools[-1]["function"]["name"] == "python"
+    assert "<tool_call>" in env.system_prompt and "guessing game" in env.system_prompt
+
+    async def episode() -> str:
+        await env.areset(seed=0)
+        return (await env.astep(python_call("print('async')")))[0]
+
+    assert asyncio.run(episode()) == "async"
+
+
+def test_output_is_truncated_for_the_observation(box: LocalSandbox) -> None:
+    tool = PythonTool(box, max_output_chars=100)
+    text = tool.call({"code": "print('y' * 5000)"})
+    assert text.endswith("(output truncated)") and len(text) < 150
+    assert "needs" in tool.call({"source": "1"})

@@ -1,0 +1,234 @@
+"""Hostile programs: each must be contained, reported in ExecResult, and leave nothing behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from palaestra.sandboxes import LocalSandbox
+from tests.sandboxes.conftest import descendants
+
+
+def assert_nothing_left(box: LocalSandbox) -> None:
+    """No process below any warm interpreter (the per-run monitor exits right after replying)."""
+    deadline = time.monotonic() + 3
+    while True:
+        left = [pid for worker in box.worker_pids() for pid in descendants(worker)]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert left == []
+
+
+def test_infinite_loop_times_out(any_sandbox: LocalSandbox) -> None:
+    result = any_sandbox.run("while True:\n    pass", timeout=0.5)
+    assert result.timed_out and not result.ok
+    assert 0.45 < result.duration < 2.0
+    assert_nothing_left(any_sandbox)
+
+
+def test_fork_bomb_is_contained(any_sandbox: LocalSandbox) -> None:
+    code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+    started = time.monotonic()
+    result = any_sandbox.run(code, timeout=1.0)
+    assert result.timed_out
+    assert time.monotonic() - started < 8
+    assert_nothing_left(any_sandbox)
+    assert any_sandbox.run("print('alive')").stdout == "alive\n"
+
+
+def test_fork_bomb_hits_the_process_limit(sandbox: LocalSandbox) -> None:
+    code = (
+        "import os, time\n"
+        "made = 0\n"
+        "try:\n"
+        "    for _ in range(10_000):\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(30)\n"
+        "            os._exit(0)\n"
+        "        made += 1\n"
+        "except OSError as exc:\n"
+        "    print('refused after', made, type(exc).__name__)\n"
+    )
+    result = sandbox.run(code, timeout=5)
+    assert "refused after" in result.stdout
+    assert int(result.stdout.split()[2]) <= sandbox.limits.max_processes
+    assert_nothing_left(sandbox)
+
+
+def test_memory_bomb_is_reported(any_sandbox: LocalSandbox) -> None:
+    result = any_sandbox.run(
+        "blocks = []\nwhile True:\n    blocks.append(bytearray(10**7))", memory_mb=128
+    )
+    assert result.memory_exceeded and result.exit_code != 0
+    assert "MemoryError" in result.stderr
+    assert_nothing_left(any_sandbox)
+
+
+def test_busy_children_left_behind_are_killed(any_sandbox: LocalSandbox) -> None:
+    code = (
+        "import os, subprocess, sys\n"
+        "subprocess.Popen([sys.executable, '-c', 'while True: pass'], start_new_session=True)\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        while True: pass\n"
+        "    os._exit(0)\n"
+        "print('parent done')\n"
+    )
+    result = any_sandbox.run(code, timeout=5)
+    assert result.ok and result.stdout == "parent done\n"
+    assert_nothing_left(any_sandbox)
+
+
+def test_cannot_write_outside_the_work_dir(any_sandbox: LocalSandbox, tmp_path: Path) -> None:
+    target = tmp_path / "escaped.txt"
+    tmp_path.chmod(0o755)  # writable by its owner only; Landlock must also deny its owner
+    if any_sandbox.isolation_report()["filesystem_writes"] == "file-permissions":
+        # Documented fallback: without Landlock only file permissions apply. As root the
+        # sandbox holds no capabilities, so a directory owned by someone else stays closed.
+        if os.geteuid() != 0:
+            pytest.skip("without Landlock, the code may write wherever its user may")
+        os.chown(tmp_path, 65534, 65534)
+    result = any_sandbox.run(f"open({str(target)!r}, 'w').write('owned')")
+    assert not target.exists()
+    assert "PermissionError" in result.stderr and result.exit_code == 1
+
+
+def test_landlock_denies_writes_even_where_permissions_allow(
+    sandbox: LocalSandbox, tmp_path: Path
+) -> None:
+    if not sandbox.isolation_report()["landlock_abi"]:
+        pytest.skip("Landlock is not available in this kernel")
+    tmp_path.chmod(0o777)
+    target = tmp_path / "escaped.txt"
+    result = sandbox.run(f"open({str(target)!r}, 'w').write('owned')")
+    assert not target.exists() and "PermissionError" in result.stderr
+
+
+def test_landlock_denies_reading_private_files(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    if not sandbox.isolation_report()["landlock_abi"]:
+        pytest.skip("Landlock is not available in this kernel")
+    secret = tmp_path / "id_rsa"
+    secret.write_text("PRIVATE KEY")
+    tmp_path.chmod(0o755)
+    secret.chmod(0o644)
+    result = sandbox.run(f"print(open({str(secret)!r}).read())")
+    assert "PRIVATE KEY" not in result.stdout and "PermissionError" in result.stderr
+
+
+def test_parent_secrets_are_not_visible(
+    any_sandbox: LocalSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PALAESTRA_TEST_SECRET", "hunter2-do-not-leak")
+    code = (
+        "import os\n"
+        "print(sorted(os.environ))\n"
+        f"for pid in ({os.getpid()}, os.getppid()):\n"
+        "    try:\n"
+        "        print(open(f'/proc/{pid}/environ', 'rb').read())\n"
+        "    except OSError as exc:\n"
+        "        print('denied', type(exc).__name__)\n"
+    )
+    result = any_sandbox.run(code)
+    assert "hunter2" not in result.stdout + result.stderr
+    visible = eval(result.stdout.splitlines()[0])  # a list literal printed by the sandbox
+    assert "PALAESTRA_TEST_SECRET" not in visible
+    assert set(visible) <= {
+        "PATH",
+        "LANG",
+        "LC_ALL",
+        "PYTHONIOENCODING",
+        "HOME",
+        "TMPDIR",
+        "PWD",
+    } | {
+        "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "MKL_NUM_THREADS",
+    }
+
+
+def test_no_connection_to_a_localhost_server(any_sandbox: LocalSandbox) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(3)
+    port = server.getsockname()[1]
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            accepted.append(server.accept()[0])
+
+    thread = threading.Thread(target=accept)
+    thread.start()
+    code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'hi')\nprint('connected')"
+    result = any_sandbox.run(code, timeout=5)
+    server.close()
+    thread.join()
+    assert accepted == []
+    assert "connected" not in result.stdout and result.exit_code == 1
+    assert "Error" in result.stderr
+
+
+def test_huge_output_is_capped(any_sandbox: LocalSandbox) -> None:
+    started = time.monotonic()
+    result = any_sandbox.run(
+        "import sys\nfor _ in range(200):\n    sys.stdout.write('x' * 10**6)\nsys.stderr.write('e' * 10**7)"
+    )
+    assert result.truncated and result.ok
+    cap = any_sandbox.limits.max_output_bytes
+    assert len(result.stdout) == cap and len(result.stderr) == cap
+    assert time.monotonic() - started < 10
+
+
+def test_killing_the_parent_is_contained(any_sandbox: LocalSandbox) -> None:
+    if any_sandbox.isolation_report()["signals"] == "none":
+        pytest.skip(
+            "documented limitation: without PID namespaces or Landlock ABI >= 6 the code can "
+            "signal processes of its own user"
+        )
+    code = (
+        "import os, signal\n"
+        f"for pid in ({os.getpid()}, os.getppid()):\n"
+        "    try:\n"
+        "        os.kill(pid, signal.SIGKILL)\n"
+        "    except OSError as exc:\n"
+        "        print('refused', type(exc).__name__)\n"
+        "print('still here')\n"
+    )
+    result = any_sandbox.run(code)
+    # The host is alive (this test runs); the run is reported either way, and the pool recovers.
+    assert result.exit_code in (0, -9, -1) and isinstance(result.stderr, str)
+    assert any_sandbox.run("print(1 + 1)").stdout == "2\n"
+    assert_nothing_left(any_sandbox)
+
+
+def test_closing_stdout_is_reported(any_sandbox: LocalSandbox) -> None:
+    result = any_sandbox.run(
+        "import os, sys\nprint('before', flush=True)\nos.close(1)\nprint('after')"
+    )
+    assert result.stdout == "before\n" and result.exit_code != 0
+    both = any_sandbox.run("import os\nos.close(1)\nos.close(2)\nwhile True: pass", timeout=0.5)
+    assert both.timed_out
+    assert any_sandbox.run("print('ok')").stdout == "ok\n"
+
+
+def test_work_dir_is_private_and_removed(any_sandbox: LocalSandbox) -> None:
+    result = any_sandbox.run(
+        "import os\nopen('data.bin', 'wb').write(b'1' * 1000)\nprint(os.getcwd())"
+    )
+    work_dir = Path(result.stdout.strip())
+    assert result.ok and not work_dir.exists()
+    assert_nothing_left(any_sandbox)
+
+
+def test_file_size_limit(sandbox: LocalSandbox) -> None:
+    limit = sandbox.limits.max_file_mb << 20
+    result = sandbox.run(f"with open('big', 'wb') as f:\n    f.write(b'0' * {2 * limit})")
+    assert not result.ok and "File too large" in result.stderr

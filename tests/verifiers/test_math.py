@@ -1,0 +1,170 @@
+"""The math verifier: the grading table, tiers, multiple golds, timeouts, hostile inputs."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from fractions import Fraction
+
+import pytest
+
+pytest.importorskip("math_verify", reason="needs the 'math' extra (math-verify)")
+
+from palaestra.verifiers.math import (
+    MathVerifier,
+    default_verifier,
+    normalize_answer,
+    parse_number,
+    verify,
+)
+from tests.verifiers.math_cases import ALL_CASES
+
+
+def test_table_has_at_least_150_cases():
+    assert len(ALL_CASES) >= 150
+    assert len(set(ALL_CASES)) == len(ALL_CASES), "duplicate cases"
+
+
+@pytest.mark.parametrize(("completion", "gold", "expected"), ALL_CASES)
+def test_grading_table(completion: str, gold: str, expected: float):
+    assert verify(completion, gold) == expected
+
+
+def test_numbers_are_decided_without_the_symbolic_tier():
+    grade = default_verifier().grade(r"\boxed{\frac{1}{2}}", "0.5")
+    assert (grade.score, grade.method) == (1.0, "number")
+    assert default_verifier().grade(r"\boxed{2}", "2").method == "string"
+
+
+def test_expressions_use_the_symbolic_tier():
+    grade = default_verifier().grade(r"\boxed{3\sqrt{2}}", r"\sqrt{18}")
+    assert (grade.score, grade.method, grade.answer) == (1.0, "symbolic", r"3\sqrt{2}")
+
+
+def test_missing_answer_is_reported():
+    grade = default_verifier().grade("no idea", "42")
+    assert (grade.score, grade.answer, grade.method) == (0.0, None, "no_answer")
+
+
+def test_several_gold_answers_take_the_best_match():
+    assert verify(r"\boxed{4}", ["3", "4"]) == 1.0
+    assert verify(r"\boxed{5}", ["3", "4"]) == 0.0
+    assert verify(r"\boxed{0.5}", [r"\frac{1}{2}"]) == 1.0
+
+
+def test_numeric_gold_values_are_accepted():
+    assert verify(r"\boxed{2.5}", 2.5) == 1.0
+    assert verify(r"\boxed{\frac{5}{2}}", Fraction(5, 2)) == 1.0
+    assert verify(r"\boxed{3}", 3) == 1.0
+    assert verify(r"\boxed{3}", 4) == 0.0
+
+
+def test_bad_gold_raises_with_a_clear_message():
+    with pytest.raises(ValueError, match="non-empty"):
+        verify(r"\boxed{3}", [])
+    with pytest.raises(TypeError, match="gold answers must be str or numbers"):
+        verify(r"\boxed{3}", [None])  # type: ignore[list-item]
+
+
+def test_bad_configuration_raises():
+    with pytest.raises(ValueError, match="timeout must be > 0"):
+        MathVerifier(timeout=0)
+    with pytest.raises(ValueError, match="unknown extraction strategies"):
+        MathVerifier(extraction=("boxed", "telepathy"))
+
+
+def test_extraction_order_is_configurable():
+    strict = MathVerifier(extraction=("boxed",))
+    try:
+        assert strict("The answer is 42.", "42") == 0.0
+        assert strict(r"\boxed{42}", "42") == 1.0
+    finally:
+        strict.close()
+
+
+def test_normalize_answer_examples():
+    assert normalize_answer(r"$x = \dfrac{3}{4}\text{ cm}$") == r"\frac{3}{4}"
+    assert normalize_answer(r"\$1,000.50") == "1000.50"
+    assert normalize_answer(r"\text{(b)}") == "B"
+    assert normalize_answer("2pi") == "2pi"  # not a unit
+
+
+def test_parse_number_examples():
+    assert parse_number(r"2\frac{1}{2}") == Fraction(5, 2)
+    assert parse_number(r"12.5\%") == Fraction(1, 8)
+    assert parse_number("1e-3") == Fraction(1, 1000)
+    assert parse_number("3/0") is None
+    assert parse_number(r"\sqrt{2}") is None
+    assert parse_number("1e999999") is None  # exponent too large for the exact tier
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_hostile_expression_times_out_and_kills_its_worker():
+    verifier = MathVerifier(timeout=0.5, max_workers=1)
+    try:
+        assert verifier.grade(r"\boxed{\sqrt{2}}", "2", timeout=60).method == "symbolic"
+        (pid,) = verifier._pool.pids
+        threads_before = threading.active_count()
+        start = time.perf_counter()
+        grade = verifier.grade(r"\boxed{9^{9^{9^{9}}}}", "2")
+        elapsed = time.perf_counter() - start
+        assert (grade.score, grade.method) == (0.0, "timeout")
+        assert elapsed < 3.0
+        assert not _alive(pid), "the timed-out worker must be killed and reaped"
+        assert threading.active_count() == threads_before
+        # the verifier keeps working with a fresh worker
+        assert verifier(r"\boxed{3\sqrt{2}}", r"\sqrt{18}") == 1.0
+        assert verifier._pool.pids != [pid]
+    finally:
+        verifier.close()
+
+
+def test_timeout_holds_when_called_from_threads():
+    verifier = MathVerifier(timeout=0.5, max_workers=2)
+    results: list[str] = []
+
+    def grade() -> None:
+        results.append(verifier.grade(r"\boxed{9^{9^{9^{9}}}}", "2").method)
+
+    try:
+        threads = [threading.Thread(target=grade) for _ in range(2)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert results == ["timeout", "timeout"]
+        assert time.perf_counter() - start < 30.0  # includes starting two workers
+    finally:
+        verifier.close()
+
+
+def test_per_call_timeout_override():
+    grade = default_verifier().grade(r"\boxed{9^{9^{9^{9}}}}", "2", timeout=0.3)
+    assert grade.method == "timeout"
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "\\boxed{" * 200_000,
+        "{" * 500_000 + "}" * 500_000,
+        "1," * 300_000,
+        "the answer is " * 50_000,
+        "<answer>" * 100_000,
+        "\\boxed{" + "9" * 100_000 + "}",
+    ],
+    ids=["unclosed-boxed", "deep-braces", "comma-number", "repeated-phrase", "open-tags", "long"],
+)
+def test_megabyte_garbage_is_graded_quickly(completion: str):
+    start = time.perf_counter()
+    assert verify(completion, "42") == 0.0
+    assert time.perf_counter() - start < 2.0
