@@ -109,6 +109,30 @@ def test_eval_against_vllm_serve(tiny_model_dir, tmp_path):
         episodes = read_jsonl(tmp_path / "trajectories.jsonl")
         assert len(episodes) == 3 and all(e.error is None and e.num_turns == 2 for e in episodes)
         assert (tmp_path / "report.html").exists()
+        _served_tokens_are_exact(url, tiny_model_dir)
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def _served_tokens_are_exact(url: str, model_dir) -> None:
+    """Chat mode reports vLLM's token ids and logprobs; completions mode is token-exact."""
+    import asyncio
+
+    from palaestra.agents.openai import OpenAIAgent
+
+    sampling = Sampling(max_tokens=8)
+    chat = OpenAIAgent("tiny", url, token_ids=True, sampling=sampling)
+    completions = OpenAIAgent(
+        "tiny", url, mode="completions", tokenizer=str(model_dir), token_ids=True, sampling=sampling
+    )
+    for agent in (chat, completions):
+        episodes = Runner(agent, max_turns=2).run(make_tasks(["game:GuessTheNumber-v0"], [0, 1]))
+        asyncio.run(agent.aclose())
+        for episode in episodes:
+            assert episode.error is None
+            for turn in episode.turns:
+                assert 0 < len(turn.token_ids) == len(turn.logprobs) <= 8
+                assert all(lp <= 0.0 for lp in turn.logprobs)
+    policy = [t for t, m in zip(episode.token_ids, episode.loss_mask, strict=True) if m]
+    assert policy == [tid for turn in episode.turns for tid in turn.token_ids]
