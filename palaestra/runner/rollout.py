@@ -146,7 +146,7 @@ class Runner:
                     gate = paused.popleft()
                     if not gate.done():
                         gate.set_result(None)
-                item = await done.get()
+                item = done.get_nowait() if not done.empty() else await done.get()
                 if item is None:
                     remaining -= 1
                     continue
@@ -180,8 +180,10 @@ class Runner:
             episode.error = f"{type(exc).__name__}: {exc}"
             logger.warning("episode %s seed=%s failed: %s", task.env_id, task.seed, episode.error)
         finally:
-            if env is not None:
-                await self._release_env(env_key, env, reuse=healthy)
+            if isinstance(env, RemoteEnv):
+                await env.release(healthy)
+            elif env is not None and healthy:
+                self._free_envs[env_key].append(env)
         episode.duration_s = time.perf_counter() - started
         self.stats.episodes += 1
         self.stats.turns += len(episode.turns)
@@ -202,7 +204,7 @@ class Runner:
             env=env if isinstance(env, Env) else None,
             seed=None if task.seed is None else (task.seed, task.sample_index, _AGENT_SEED_SALT),
         )
-        recorder = self._recorder(env)
+        recorder = None if self._tokenizer is None else self._recorder(env)
         if recorder is not None:
             conversation.prompt_ids = recorder.start(episode, messages)
         limit = self.max_turns or env.max_turns or DEFAULT_MAX_TURNS
@@ -252,17 +254,17 @@ class Runner:
                     self._truncate(episode, "token_budget")
                     break
         episode.success = bool(info.get("success", False))
-        episode.metrics = dict(info.get("metrics", {}))
+        metrics = info.get("metrics")
+        if metrics:
+            episode.metrics = dict(metrics)
 
     @staticmethod
     def _truncate(episode: Episode, reason: str) -> None:
         episode.turns[-1].truncated = True
         episode.truncation_reason = reason
 
-    def _recorder(self, env: Env | RemoteEnv) -> TokenRecorder | None:
+    def _recorder(self, env: Env | RemoteEnv) -> TokenRecorder:
         tokenizer = self._tokenizer
-        if tokenizer is None:
-            return None
         tools = env.tools
         key = (id(tokenizer), repr(tools))
         recorder = self._recorders.get(key)
@@ -277,12 +279,6 @@ class Runner:
             return self._process_pool.acquire(task.env_id, dict(task.env_kwargs))
         free = self._free_envs[env_key]
         return free.pop() if free else palaestra.make(task.env_id, **task.env_kwargs)
-
-    async def _release_env(self, env_key: tuple, env: Env | RemoteEnv, *, reuse: bool) -> None:
-        if isinstance(env, RemoteEnv):
-            await env.release(reuse)
-        elif reuse:
-            self._free_envs[env_key].append(env)
 
 
 def _inline_step(env: Env | RemoteEnv) -> Callable[[str], StepResult] | None:
