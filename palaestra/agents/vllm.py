@@ -47,6 +47,8 @@ class VLLMAgent:
 
         if conversation.prompt_ids is None:
             raise RuntimeError("VLLMAgent needs Conversation.prompt_ids (run it via Runner)")
+        if self.engine is None:
+            raise RuntimeError("this VLLMAgent was closed; build a new one")
         params = SamplingParams(
             max_tokens=self.sampling.max_tokens,
             temperature=self.sampling.temperature,
@@ -74,4 +76,7 @@ class VLLMAgent:
         return Action(completion.text, token_ids, logprobs, completion.finish_reason)
 
     async def aclose(self) -> None:
-        self.engine.shutdown()
+        """Stop the engine (its worker processes) now rather than at interpreter exit."""
+        if self.engine is not None:
+            self.engine.shutdown()
+            self.engine = None
