@@ -71,14 +71,16 @@ class OpenAIAgent:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.extra_body = dict(extra_body or {})
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"),
-            headers=headers,
-            timeout=timeout_s,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
-            transport=transport,
-        )
+        self.base_url = base_url.rstrip("/")
+        self._client_options: dict[str, Any] = {
+            "base_url": self.base_url,
+            "headers": {"Authorization": f"Bearer {api_key}"} if api_key else {},
+            "timeout": timeout_s,
+            "limits": httpx.Limits(max_connections=None, max_keepalive_connections=256),
+            "transport": transport,
+        }
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
 
     async def act(self, conversation: Conversation) -> Action:
         if self.mode == "chat":
@@ -91,7 +93,19 @@ class OpenAIAgent:
         return parse_completion_choice(reply["choices"][0])
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        """Close the HTTP connections (those of the running event loop; others are dropped)."""
+        if self._client is not None and self._client_loop is asyncio.get_running_loop():
+            await self._client.aclose()
+        self._client = self._client_loop = None
+
+    def _http(self) -> httpx.AsyncClient:
+        """The client of the running event loop: connections cannot outlive their loop, and
+        each ``Runner.run`` runs its own loop."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            self._client = httpx.AsyncClient(**self._client_options)
+            self._client_loop = loop
+        return self._client
 
     def _common_body(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -117,7 +131,7 @@ class OpenAIAgent:
         for attempt in range(self.max_retries + 1):
             last = attempt == self.max_retries
             try:
-                response = await self._client.post(path, json=body)
+                response = await self._http().post(path, json=body)
             except httpx.TransportError:
                 if last:
                     raise
@@ -126,7 +140,7 @@ class OpenAIAgent:
                     return response.json()
                 if response.status_code not in RETRY_STATUS or last:
                     raise RuntimeError(
-                        f"{self._client.base_url}{path} answered {response.status_code}: "
+                        f"{self.base_url}{path} answered {response.status_code}: "
                         f"{response.text[:500]}"
                     )
             await asyncio.sleep(self.backoff_s * 2**attempt * (0.5 + random.random()))

@@ -17,7 +17,9 @@ class VLLMAgent:
     """Wraps ``vllm.v1.engine.async_llm.AsyncLLM`` for a local model path.
 
     ``engine_kwargs`` go to ``AsyncEngineArgs`` (e.g. ``gpu_memory_utilization=0.1``,
-    ``max_model_len=2048``, ``enforce_eager=True``).
+    ``max_model_len=2048``, ``enforce_eager=True``). The engine binds to the event loop of
+    its first request: use one agent within one loop (one ``Runner.run``, one
+    ``palaestra eval``, or one async program), then ``await agent.aclose()``.
 
     >>> agent = VLLMAgent("path/to/model", gpu_memory_utilization=0.3)  # doctest: +SKIP
     """
@@ -45,6 +47,8 @@ class VLLMAgent:
 
         if conversation.prompt_ids is None:
             raise RuntimeError("VLLMAgent needs Conversation.prompt_ids (run it via Runner)")
+        if self.engine is None:
+            raise RuntimeError("this VLLMAgent was closed; build a new one")
         params = SamplingParams(
             max_tokens=self.sampling.max_tokens,
             temperature=self.sampling.temperature,
@@ -78,7 +82,10 @@ class VLLMAgent:
         await self.engine.reset_prefix_cache()
 
     async def aclose(self) -> None:
-        self.engine.shutdown()
+        """Stop the engine (its worker processes) now rather than at interpreter exit."""
+        if self.engine is not None:
+            self.engine.shutdown()
+            self.engine = None
 
 
 def _load_weights(worker: Any, weights: list[tuple[str, Any]]) -> None:

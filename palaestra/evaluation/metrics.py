@@ -46,24 +46,24 @@ def summarize(
     episodes: Iterable[Episode],
     *,
     pass_ks: Sequence[int] = (),
-    finished_at: dict[str, float] | None = None,
+    wall_times: dict[str, float] | None = None,
 ) -> list[EnvSummary]:
     """One :class:`EnvSummary` per env id, in first-seen order.
 
     ``pass_ks`` needs every group (same ``group_id``) to hold at least ``k`` clean episodes;
-    ``finished_at`` maps env ids to the seconds after the run's start when their last
-    episode finished (the wall-time column).
+    ``wall_times`` maps env ids to the wall time from their first episode's start to their
+    last episode's end (default: the sum of their episodes' durations).
     """
     by_env: dict[str, list[Episode]] = defaultdict(list)
     for episode in episodes:
         by_env[episode.env_id].append(episode)
     return [
-        _summarize_env(env_id, eps, pass_ks, finished_at or {}) for env_id, eps in by_env.items()
+        _summarize_env(env_id, eps, pass_ks, wall_times or {}) for env_id, eps in by_env.items()
     ]
 
 
 def _summarize_env(
-    env_id: str, episodes: list[Episode], pass_ks: Sequence[int], finished_at: dict[str, float]
+    env_id: str, episodes: list[Episode], pass_ks: Sequence[int], wall_times: dict[str, float]
 ) -> EnvSummary:
     clean = [e for e in episodes if e.error is None]
     count = max(len(clean), 1)
@@ -76,7 +76,7 @@ def _summarize_env(
         success_rate=sum(bool(e.success) for e in clean) / count,
         mean_turns=sum(e.num_turns for e in clean) / count,
         mean_tokens=sum(token_counts) / count if any(token_counts) else None,
-        wall_time_s=finished_at.get(env_id, sum(e.duration_s for e in episodes)),
+        wall_time_s=wall_times.get(env_id, sum(e.duration_s for e in episodes)),
     )
     groups: dict[Any, list[bool]] = defaultdict(list)
     for e in clean:

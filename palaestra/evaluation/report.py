@@ -20,9 +20,18 @@ def write_jsonl(episodes: Iterable[Episode], path: Path) -> int:
     count = 0
     with path.open("w", encoding="utf-8") as f:
         for episode in episodes:
-            f.write(json.dumps(episode.to_dict(), ensure_ascii=False) + "\n")
+            f.write(json.dumps(episode.to_dict(), ensure_ascii=False, default=_jsonable) + "\n")
             count += 1
     return count
+
+
+def _jsonable(value: Any) -> Any:
+    """JSON stand-ins for values envs may put in ``info`` (numpy scalars and arrays, sets)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return repr(value)
 
 
 def read_jsonl(path: Path) -> list[Episode]:

@@ -88,16 +88,19 @@ async def aevaluate(
         process_workers=config.process_workers,
     )
     started = time.perf_counter()
-    finished_at: dict[str, float] = {}
+    spans: dict[str, tuple[float, float]] = {}  # env id -> (first start, last end)
     finished: list[tuple[int, Episode]] = []
     position = {id(task): i for i, task in enumerate(tasks)}
     async for task, episode in runner.stream_with_tasks(tasks):
-        finished_at[episode.env_id] = time.perf_counter() - started
+        end = time.perf_counter() - started
+        first, last = spans.get(episode.env_id, (end - episode.duration_s, end))
+        spans[episode.env_id] = (min(first, end - episode.duration_s), max(last, end))
         finished.append((position[id(task)], episode))
         if on_episode is not None:
             on_episode(episode)
     episodes = [episode for _, episode in sorted(finished, key=lambda pair: pair[0])]
-    summaries = summarize(episodes, pass_ks=config.pass_ks, finished_at=finished_at)
+    wall_times = {env_id: last - first for env_id, (first, last) in spans.items()}
+    summaries = summarize(episodes, pass_ks=config.pass_ks, wall_times=wall_times)
     summaries.sort(key=lambda s: env_ids.index(s.env_id))
     return EvalResult(summaries, episodes, time.perf_counter() - started)
 

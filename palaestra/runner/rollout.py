@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,8 +118,8 @@ class Runner:
         self.stats = RunStats()
         pending = iter(tasks)
         done: asyncio.Queue[tuple[Task, Episode] | None] = asyncio.Queue()
-        drained = asyncio.Event()
-        window = max(_STREAM_WINDOW, self.concurrency)
+        paused: deque[asyncio.Future[None]] = deque()
+        loop = asyncio.get_running_loop()
         if self.process_workers and self._process_pool is None:
             self._process_pool = ProcessEnvPool(self.process_workers)
 
@@ -127,10 +127,12 @@ class Runner:
             try:
                 for task in pending:
                     done.put_nowait((task, await self.run_episode(task)))
-                    if done.qsize() >= window:
+                    if done.qsize() >= _STREAM_WINDOW:
                         # Backpressure: episodes whose agent never waits would otherwise
                         # pile up unread (and keep the garbage collector busy).
-                        await drained.wait()
+                        gate = loop.create_future()
+                        paused.append(gate)
+                        await gate
             finally:
                 done.put_nowait(None)
 
@@ -138,10 +140,13 @@ class Runner:
         remaining = len(workers)
         try:
             while remaining:
-                if done.empty():
-                    drained.set()  # wake the workers waiting for the reader
-                    drained.clear()
-                item = await done.get()
+                if done.empty() and paused:
+                    # The reader caught up: resume one paused worker (one at a time keeps
+                    # instant agents from cycling through every worker per window).
+                    gate = paused.popleft()
+                    if not gate.done():
+                        gate.set_result(None)
+                item = done.get_nowait() if not done.empty() else await done.get()
                 if item is None:
                     remaining -= 1
                     continue
@@ -175,8 +180,10 @@ class Runner:
             episode.error = f"{type(exc).__name__}: {exc}"
             logger.warning("episode %s seed=%s failed: %s", task.env_id, task.seed, episode.error)
         finally:
-            if env is not None:
-                await self._release_env(env_key, env, reuse=healthy)
+            if isinstance(env, RemoteEnv):
+                await env.release(healthy)
+            elif env is not None and healthy:
+                self._free_envs[env_key].append(env)
         episode.duration_s = time.perf_counter() - started
         self.stats.episodes += 1
         self.stats.turns += len(episode.turns)
@@ -197,7 +204,7 @@ class Runner:
             env=env if isinstance(env, Env) else None,
             seed=None if task.seed is None else (task.seed, task.sample_index, _AGENT_SEED_SALT),
         )
-        recorder = self._recorder(env)
+        recorder = None if self._tokenizer is None else self._recorder(env)
         if recorder is not None:
             conversation.prompt_ids = recorder.start(episode, messages)
         limit = self.max_turns or env.max_turns or DEFAULT_MAX_TURNS
@@ -247,17 +254,17 @@ class Runner:
                     self._truncate(episode, "token_budget")
                     break
         episode.success = bool(info.get("success", False))
-        episode.metrics = dict(info.get("metrics", {}))
+        metrics = info.get("metrics")
+        if metrics:
+            episode.metrics = dict(metrics)
 
     @staticmethod
     def _truncate(episode: Episode, reason: str) -> None:
         episode.turns[-1].truncated = True
         episode.truncation_reason = reason
 
-    def _recorder(self, env: Env | RemoteEnv) -> TokenRecorder | None:
+    def _recorder(self, env: Env | RemoteEnv) -> TokenRecorder:
         tokenizer = self._tokenizer
-        if tokenizer is None:
-            return None
         tools = env.tools
         key = (id(tokenizer), repr(tools))
         recorder = self._recorders.get(key)
@@ -272,12 +279,6 @@ class Runner:
             return self._process_pool.acquire(task.env_id, dict(task.env_kwargs))
         free = self._free_envs[env_key]
         return free.pop() if free else palaestra.make(task.env_id, **task.env_kwargs)
-
-    async def _release_env(self, env_key: tuple, env: Env | RemoteEnv, *, reuse: bool) -> None:
-        if isinstance(env, RemoteEnv):
-            await env.release(reuse)
-        elif reuse:
-            self._free_envs[env_key].append(env)
 
 
 def _inline_step(env: Env | RemoteEnv) -> Callable[[str], StepResult] | None:

@@ -143,3 +143,14 @@ def test_http_agent_against_a_local_server_with_retries():
     assert sum(path == "/v1/chat/completions" for path, _ in server.requests) >= 2 + sum(
         e.num_turns for e in episodes
     )
+
+
+def test_one_agent_serves_several_runs_each_with_its_own_event_loop():
+    # Kept-alive connections belong to the loop that opened them; each run has a new loop.
+    with StubServer() as server:
+        agent = make_agent(f"openai:stub@{server.url}")
+        for _ in range(2):
+            episodes = Runner(agent).run(make_tasks(["game:GuessTheNumber-v0"], [0, 1]))
+            assert [e.error for e in episodes] == [None, None]
+            assert all(e.success for e in episodes)
+        asyncio.run(agent.aclose())

@@ -169,3 +169,15 @@ def test_cli_eval_against_an_openai_compatible_server(tmp_path):
     assert len(episodes) == 4 and all(e.success for e in episodes)
     assert all("Halving the interval" in e.turns[0].action for e in episodes)
     assert server.requests[0][1]["messages"][0]["role"] == "system"
+
+
+def test_jsonl_writes_numpy_values_from_env_info(tmp_path):
+    import numpy as np
+
+    from palaestra.core.types import Episode, Turn
+    from palaestra.evaluation import write_jsonl
+
+    turn = Turn("a", "o", 1.0, True, info={"score": np.float32(0.5), "board": np.zeros(2)})
+    write_jsonl([Episode("x:Y-v0", 0, "task", turns=[turn])], tmp_path / "t.jsonl")
+    (episode,) = read_jsonl(tmp_path / "t.jsonl")
+    assert episode.turns[0].info == {"score": 0.5, "board": [0.0, 0.0]}

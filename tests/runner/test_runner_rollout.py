@@ -197,7 +197,6 @@ def test_token_budget_truncates(qwen25_tokenizer):
     assert episode.num_turns < 10
 
 
-@pytest.mark.slow
 def test_process_pool_gives_the_same_episodes_as_in_process():
     tasks = make_tasks(["game:GuessTheNumber-v0", "test:Crashy-v0"], range(4))
     agent = PolicyAgent(lambda obs: "\\boxed{25}")
