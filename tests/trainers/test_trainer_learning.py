@@ -69,7 +69,6 @@ def _flip_advantages(trainer: Trainer) -> None:
     trainer.updater.step = flipped
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("estimator", ["rebn", "grpo"])
 def test_reward_rises(tmp_path: Path, tokenizer, estimator: str, seed: int) -> None:
@@ -79,7 +78,6 @@ def test_reward_rises(tmp_path: Path, tokenizer, estimator: str, seed: int) -> N
     assert end > start + 0.5, f"{estimator} seed {seed}: reward {start:.3f} -> {end:.3f}"
 
 
-@pytest.mark.slow
 def test_flipped_advantages_make_reward_fall(tmp_path: Path, tokenizer) -> None:
     start, end = _train(_config(tmp_path, "rebn", 0), tokenizer, sign=-1.0)
     assert end < start / 2, f"flipped advantages: reward {start:.3f} -> {end:.3f}"
