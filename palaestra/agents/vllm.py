@@ -38,6 +38,9 @@ class VLLMAgent:
         self.tokenizer = AutoTokenizer.from_pretrained(model)
         self.sampling = sampling or Sampling()
         self.stop_token_ids = default_stop_ids(self.tokenizer)
+        # The extension gives every worker a method for in-place weight updates; vLLM calls it
+        # by name, so nothing but tensors crosses the process boundary.
+        engine_kwargs.setdefault("worker_extension_cls", f"{__name__}.WeightUpdateExtension")
         self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=model, **engine_kwargs))
         self._request_ids = itertools.count()
 
@@ -77,8 +80,13 @@ class VLLMAgent:
 
     async def update_weights(self, weights: list[tuple[str, Any]]) -> None:
         """Load ``(name, tensor)`` pairs (HF parameter names) into every worker's model and drop
-        the prefix cache, so the next generation samples from the new weights."""
-        await self.engine.collective_rpc(_load_weights, args=(weights,))
+        the prefix cache, so the next generation samples from the new weights.
+
+        Tensors travel as raw bytes with dtype and shape: vLLM's RPC encoding does not carry
+        tensors inside arbitrary arguments.
+        """
+        packed = [_pack(name, tensor) for name, tensor in weights]
+        await self.engine.collective_rpc("palaestra_load_weights", args=(packed,))
         await self.engine.reset_prefix_cache()
 
     async def aclose(self) -> None:
@@ -88,6 +96,29 @@ class VLLMAgent:
             self.engine = None
 
 
-def _load_weights(worker: Any, weights: list[tuple[str, Any]]) -> None:
-    """Runs inside a vLLM worker: the model's own loader maps HF names to its fused layers."""
-    worker.model_runner.model.load_weights(weights=weights)
+class WeightUpdateExtension:
+    """Mixed into each vLLM worker (``worker_extension_cls``)."""
+
+    def palaestra_load_weights(self, packed: list[tuple[str, str, list[int], bytes]]) -> None:
+        """vLLM's in-place reload maps HF names onto fused layers and redoes any weight
+        processing done after loading (e.g. the CPU backend's repacked linear layers)."""
+        self.model_runner.reload_weights(weights_iterator=iter([_unpack(*item) for item in packed]))
+
+
+def _pack(name: str, tensor: Any) -> tuple[str, str, list[int], bytes]:
+    tensor = tensor.detach().cpu().contiguous()
+    raw = tensor.view(-1).view(torch_uint8()).numpy().tobytes()
+    return name, str(tensor.dtype).removeprefix("torch."), list(tensor.shape), raw
+
+
+def _unpack(name: str, dtype: str, shape: list[int], raw: bytes) -> tuple[str, Any]:
+    import torch
+
+    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(getattr(torch, dtype))
+    return name, flat.reshape(shape)
+
+
+def torch_uint8() -> Any:
+    import torch
+
+    return torch.uint8
