@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import gzip
 import json
+import threading
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -51,13 +52,17 @@ class CodeProblem:
         return len(self.tests) if self.kind == "function" else len(self.cases)
 
 
+_AST_LOCK = threading.Lock()
+
+
 def split_check(test_source: str, entry_point: str) -> list[str]:
     """HumanEval ``check(candidate)`` source -> one snippet per assert (for partial credit).
 
     Falls back to a single ``check(entry_point)`` snippet when the body is not a flat list
     of asserts (loops, helpers), so no test is lost.
     """
-    module = ast.parse(test_source)
+    with _AST_LOCK:  # CPython 3.11's AST constructor is not thread-safe (SystemError)
+        module = ast.parse(test_source)
     check = next(
         (n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "check"), None
     )
