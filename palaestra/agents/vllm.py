@@ -106,8 +106,10 @@ class WeightUpdateExtension:
 
 
 def _pack(name: str, tensor: Any) -> tuple[str, str, list[int], bytes]:
+    import torch
+
     tensor = tensor.detach().cpu().contiguous()
-    raw = tensor.view(-1).view(torch_uint8()).numpy().tobytes()
+    raw = tensor.view(-1).view(torch.uint8).numpy().tobytes()
     return name, str(tensor.dtype).removeprefix("torch."), list(tensor.shape), raw
 
 
@@ -116,9 +118,3 @@ def _unpack(name: str, dtype: str, shape: list[int], raw: bytes) -> tuple[str, A
 
     flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(getattr(torch, dtype))
     return name, flat.reshape(shape)
-
-
-def torch_uint8() -> Any:
-    import torch
-
-    return torch.uint8

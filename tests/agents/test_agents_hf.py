@@ -15,19 +15,9 @@ transformers = pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def tiny_model(qwen25_tokenizer):
-    torch.manual_seed(0)
-    config = transformers.Qwen2Config(
-        vocab_size=len(qwen25_tokenizer),
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=64,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
-    )
-    return transformers.Qwen2ForCausalLM(config).eval()
+    from palaestra.trainers.tiny import tiny_qwen2
+
+    return tiny_qwen2(len(qwen25_tokenizer), max_positions=2048).eval()
 
 
 def test_recorded_logprobs_match_a_teacher_forced_forward_pass(tiny_model, qwen25_tokenizer):

@@ -31,20 +31,11 @@ ENGINE_ARGS = {"gpu_memory_utilization": 0.1, "max_model_len": 1024, "enforce_ea
 def tiny_model_dir(tmp_path_factory, qwen25_tokenizer):
     """A 2-layer Qwen2 (head_dim 64) with random weights and the Qwen2.5 chat template."""
     path = tmp_path_factory.mktemp("tiny-qwen2")
-    torch.manual_seed(0)
-    config = transformers.Qwen2Config(
-        vocab_size=512,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=64,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
-        eos_token_id=qwen25_tokenizer.convert_tokens_to_ids("<|im_end|>"),
-    )
-    transformers.Qwen2ForCausalLM(config).save_pretrained(path)
+    from palaestra.trainers.tiny import tiny_qwen2
+
+    model = tiny_qwen2(512, max_positions=2048)
+    model.config.eos_token_id = qwen25_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    model.save_pretrained(path)
     qwen25_tokenizer.save_pretrained(path)
     return path
 
