@@ -38,7 +38,7 @@ class BinarySearchAgent:
 
     name = "binary-search"
 
-    async def act(self, conversation: Conversation) -> Action:
+    def act(self, conversation: Conversation) -> Action:
         state = conversation.state.get("search")
         if state is None:
             state = conversation.state["search"] = SearchState()

@@ -5,7 +5,15 @@ built; :func:`make_agent` builds any agent from a spec string such as ``"oracle"
 ``"openai:Qwen/Qwen3-0.6B@http://localhost:8000/v1"``.
 """
 
-from palaestra.agents.base import Action, Agent, Conversation, agent_name, close_agent
+from palaestra.agents.base import (
+    Action,
+    Agent,
+    Conversation,
+    acts_inline,
+    agent_name,
+    close_agent,
+    next_action,
+)
 from palaestra.agents.simple import HumanAgent, LatencyAgent, OracleAgent, PolicyAgent, RandomAgent
 from palaestra.agents.spec import make_agent
 
@@ -18,7 +26,9 @@ __all__ = [
     "OracleAgent",
     "PolicyAgent",
     "RandomAgent",
+    "acts_inline",
     "agent_name",
     "close_agent",
     "make_agent",
+    "next_action",
 ]

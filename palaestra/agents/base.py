@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -67,7 +69,11 @@ class Conversation:
 
 @runtime_checkable
 class Agent(Protocol):
-    """Anything with an async ``act``. Optional attributes the runner reads:
+    """Anything with an ``act``: a coroutine function, or a plain function for agents that
+    never wait (oracle, random, scripted policies), which the runner calls inline (no
+    coroutine per turn). Call it through :func:`next_action` to accept both kinds.
+
+    Optional attributes the runner reads:
 
     * ``tokenizer``: a Hugging Face tokenizer with a chat template; when present, the runner
       builds the episode's token sequence and passes ``Conversation.prompt_ids``;
@@ -75,7 +81,18 @@ class Agent(Protocol):
     * ``aclose()``: called by the runner's owner when done (HTTP clients, engines).
     """
 
-    async def act(self, conversation: Conversation) -> Action: ...
+    def act(self, conversation: Conversation) -> Action | Awaitable[Action]: ...
+
+
+def acts_inline(agent: Agent) -> bool:
+    """Whether ``agent.act`` is a plain function that returns its :class:`Action` at once."""
+    return not inspect.iscoroutinefunction(agent.act)
+
+
+async def next_action(agent: Agent, conversation: Conversation) -> Action:
+    """The agent's next action, whether its ``act`` is async or plain."""
+    action = agent.act(conversation)
+    return await action if inspect.isawaitable(action) else action
 
 
 def agent_name(agent: Agent) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from palaestra.agents.base import Action, Agent, Conversation
+from palaestra.agents.base import Action, Agent, Conversation, next_action
 from palaestra.core.env import Policy
 
 
@@ -26,7 +26,7 @@ class OracleAgent:
 
     name = "oracle"
 
-    async def act(self, conversation: Conversation) -> Action:
+    def act(self, conversation: Conversation) -> Action:
         policy = conversation.state.get("oracle")
         if policy is None:
             policy = conversation.state["oracle"] = _live_env(conversation, "oracle").oracle()
@@ -38,7 +38,7 @@ class RandomAgent:
 
     name = "random"
 
-    async def act(self, conversation: Conversation) -> Action:
+    def act(self, conversation: Conversation) -> Action:
         env = _live_env(conversation, "random")
         return Action(env.random_action(conversation.rng))
 
@@ -53,7 +53,7 @@ class PolicyAgent:
         self.policy = policy
         self.name = name
 
-    async def act(self, conversation: Conversation) -> Action:
+    def act(self, conversation: Conversation) -> Action:
         return Action(self.policy(conversation.last_observation))
 
 
@@ -93,4 +93,4 @@ class LatencyAgent:
 
     async def act(self, conversation: Conversation) -> Action:
         await asyncio.sleep(self.sample_delay(conversation.rng))
-        return await self.agent.act(conversation)
+        return await next_action(self.agent, conversation)

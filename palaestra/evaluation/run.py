@@ -90,12 +90,11 @@ async def aevaluate(
     started = time.perf_counter()
     spans: dict[str, tuple[float, float]] = {}  # env id -> (first start, last end)
     finished: list[tuple[int, Episode]] = []
-    position = {id(task): i for i, task in enumerate(tasks)}
-    async for task, episode in runner.stream_with_tasks(tasks):
+    async for position, episode in runner.stream_enumerated(tasks):
         end = time.perf_counter() - started
         first, last = spans.get(episode.env_id, (end - episode.duration_s, end))
         spans[episode.env_id] = (min(first, end - episode.duration_s), max(last, end))
-        finished.append((position[id(task)], episode))
+        finished.append((position, episode))
         if on_episode is not None:
             on_episode(episode)
     episodes = [episode for _, episode in sorted(finished, key=lambda pair: pair[0])]

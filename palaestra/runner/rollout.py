@@ -8,16 +8,18 @@ stream. An episode whose env or agent raises is marked ``error`` and counted; th
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
 import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import palaestra
-from palaestra.agents.base import Action, Agent, Conversation
-from palaestra.core.env import Env, StepResult
+from palaestra.agents.base import Action, Agent, Conversation, acts_inline
+from palaestra.core.env import Env
 from palaestra.core.types import Episode, Message, Turn
 from palaestra.runner.process import ProcessEnvPool, RemoteEnv
 from palaestra.runner.tasks import Task
@@ -28,8 +30,10 @@ logger = logging.getLogger(__name__)
 _AGENT_SEED_SALT = 0x5A6E7
 """Keeps agent rngs apart from env rngs: numpy seeds ``s`` and ``(s, 0)`` give the same stream."""
 
-_STREAM_WINDOW = 64
+_STREAM_WINDOW = 16
 """Finished episodes a stream holds unread before its workers pause for the reader."""
+
+_Item = TypeVar("_Item")
 
 DEFAULT_MAX_TURNS = 64
 """Turn cap for envs that set no ``max_turns`` of their own and runs that give none."""
@@ -82,6 +86,7 @@ class Runner:
         if max_episode_tokens is not None and tokenizer is None:
             raise ValueError("max_episode_tokens needs an agent with a tokenizer")
         self.agent = agent
+        self._acts_inline = acts_inline(agent)
         self._tokenizer = tokenizer
         self.concurrency = concurrency
         self.max_turns = max_turns
@@ -102,55 +107,71 @@ class Runner:
     async def collect(self, tasks: Iterable[Task]) -> list[Episode]:
         """Run every task; the episodes come back in task order."""
         tasks = list(tasks)
-        order = {id(task): i for i, task in enumerate(tasks)}
         results: list[Episode | None] = [None] * len(tasks)
-        async for task, episode in self.stream_with_tasks(tasks):
-            results[order[id(task)]] = episode
+        async for position, episode in self.stream_enumerated(tasks):
+            results[position] = episode
         return [episode for episode in results if episode is not None]
 
-    async def stream(self, tasks: Iterable[Task]) -> AsyncIterator[Episode]:
+    def stream(self, tasks: Iterable[Task]) -> AsyncIterator[Episode]:
         """Yield episodes as they finish (completion order, not task order)."""
-        async for _, episode in self.stream_with_tasks(tasks):
-            yield episode
+        return self._stream(tasks, lambda position, episode: episode)
 
-    async def stream_with_tasks(self, tasks: Iterable[Task]) -> AsyncIterator[tuple[Task, Episode]]:
-        """Like :meth:`stream`, paired with the task each episode ran."""
+    def stream_enumerated(self, tasks: Iterable[Task]) -> AsyncIterator[tuple[int, Episode]]:
+        """Like :meth:`stream`, each episode paired with its task's position in ``tasks``."""
+        return self._stream(tasks, lambda position, episode: (position, episode))
+
+    async def _stream(
+        self, tasks: Iterable[Task], emit: Callable[[int, Episode], _Item]
+    ) -> AsyncIterator[_Item]:
+        """Run ``tasks``; yield ``emit(task position, episode)`` as episodes finish."""
         self.stats = RunStats()
-        pending = iter(tasks)
-        done: asyncio.Queue[tuple[Task, Episode] | None] = asyncio.Queue()
+        pending = enumerate(tasks)
+        finished: deque[_Item] = deque()
         paused: deque[asyncio.Future[None]] = deque()
+        reader: list[asyncio.Future[None]] = []  # the reader's wake-up call, while it waits
+        failures: list[BaseException] = []
+        running = self.concurrency
         loop = asyncio.get_running_loop()
         if self.process_workers and self._process_pool is None:
             self._process_pool = ProcessEnvPool(self.process_workers)
 
+        def wake_reader() -> None:
+            if reader and not reader[0].done():
+                reader[0].set_result(None)
+
         async def worker() -> None:
+            nonlocal running
             try:
-                for task in pending:
-                    done.put_nowait((task, await self.run_episode(task)))
-                    if done.qsize() >= _STREAM_WINDOW:
+                for position, task in pending:
+                    finished.append(emit(position, await self.run_episode(task)))
+                    wake_reader()
+                    if len(finished) >= _STREAM_WINDOW:
                         # Backpressure: episodes whose agent never waits would otherwise
                         # pile up unread (and keep the garbage collector busy).
                         gate = loop.create_future()
                         paused.append(gate)
                         await gate
+            except Exception as exc:  # a bug, not an episode error: run_episode catches those
+                failures.append(exc)
             finally:
-                done.put_nowait(None)
+                running -= 1
+                wake_reader()
 
-        workers = [asyncio.create_task(worker()) for _ in range(self.concurrency)]
-        remaining = len(workers)
+        workers = [asyncio.create_task(worker()) for _ in range(running)]
         try:
-            while remaining:
-                if done.empty() and paused:
+            while True:
+                while finished:
+                    yield finished.popleft()
+                if failures:
+                    raise failures[0]
+                if not running:
+                    break
+                if paused:
                     # The reader caught up: resume one paused worker (one at a time keeps
                     # instant agents from cycling through every worker per window).
-                    gate = paused.popleft()
-                    if not gate.done():
-                        gate.set_result(None)
-                item = done.get_nowait() if not done.empty() else await done.get()
-                if item is None:
-                    remaining -= 1
-                    continue
-                yield item
+                    paused.popleft().set_result(None)
+                reader[:] = [loop.create_future()]
+                await reader[0]
         finally:
             for w in workers:
                 w.cancel()
@@ -162,16 +183,12 @@ class Runner:
     async def run_episode(self, task: Task) -> Episode:
         """Run one episode to its end; never raises for env or agent errors."""
         episode = Episode(
-            env_id=task.env_id,
-            seed=task.seed,
-            task="",
-            group_id=task.group_id,
-            policy_version=self.policy_version,
+            task.env_id, task.seed, "", group_id=task.group_id, policy_version=self.policy_version
         )
-        env: Env | RemoteEnv | None = None
-        healthy = False
         started = time.perf_counter()
         env_key = task.env_key
+        env: Env | RemoteEnv | None = None
+        healthy = False
         try:
             env = self._acquire_env(task, env_key)
             await self._play(env, task, episode)
@@ -185,41 +202,49 @@ class Runner:
             elif env is not None and healthy:
                 self._free_envs[env_key].append(env)
         episode.duration_s = time.perf_counter() - started
-        self.stats.episodes += 1
-        self.stats.turns += len(episode.turns)
-        self.stats.errors += episode.error is not None
+        stats = self.stats
+        stats.episodes += 1
+        stats.turns += len(episode.turns)
+        stats.errors += not healthy
         return episode
 
     async def _play(self, env: Env | RemoteEnv, task: Task, episode: Episode) -> None:
-        observation, info = await env.areset(seed=task.seed)
+        inline = _steps_inline(env)
+        if inline:
+            observation, info = env.reset(seed=task.seed)
+        else:
+            observation, info = await env.areset(seed=task.seed)
         episode.task = observation
-        episode.system_prompt = env.system_prompt
+        episode.system_prompt = system_prompt = env.system_prompt
         messages: list[Message] = []
-        if env.system_prompt:
-            messages.append({"role": "system", "content": env.system_prompt})
+        if system_prompt:
+            messages.append({"role": "system", "content": system_prompt})
         messages.append({"role": "user", "content": observation})
         conversation = Conversation(
             messages,
-            tools=env.tools,
-            env=env if isinstance(env, Env) else None,
+            env.tools,
+            env=env if inline or isinstance(env, Env) else None,
             seed=None if task.seed is None else (task.seed, task.sample_index, _AGENT_SEED_SALT),
         )
         recorder = None if self._tokenizer is None else self._recorder(env)
         if recorder is not None:
             conversation.prompt_ids = recorder.start(episode, messages)
         limit = self.max_turns or env.max_turns or DEFAULT_MAX_TURNS
-        agent = self.agent
-        inline_step = _inline_step(env)
+        act = self.agent.act
+        inline_act = self._acts_inline
+        turns = episode.turns
         for turn_number in range(limit):
-            action: Action = await agent.act(conversation)
+            action = act(conversation) if inline_act else await act(conversation)
+            if not isinstance(action, Action):
+                action = await _checked_action(action)
             if recorder is not None:
                 completion = recorder.add_action(episode, action, turn_number)
-            if inline_step is not None:
-                observation, reward, terminated, truncated, info = inline_step(action.text)
+            if inline:
+                observation, reward, terminated, truncated, info = env.step(action.text)
             else:
                 observation, reward, terminated, truncated, info = await env.astep(action.text)
             role = info.get("role", "user")
-            episode.turns.append(
+            turns.append(
                 Turn(
                     action.text,
                     observation,
@@ -277,12 +302,31 @@ class Runner:
     def _acquire_env(self, task: Task, env_key: tuple) -> Env | RemoteEnv:
         if self._process_pool is not None:
             return self._process_pool.acquire(task.env_id, dict(task.env_kwargs))
-        free = self._free_envs[env_key]
+        free = self._free_envs.get(env_key)
         return free.pop() if free else palaestra.make(task.env_id, **task.env_kwargs)
 
 
-def _inline_step(env: Env | RemoteEnv) -> Callable[[str], StepResult] | None:
-    """``env.step`` when ``env.astep`` would just call it inline (saves a coroutine per turn)."""
-    if isinstance(env, Env) and not env.threaded_step and type(env).astep is Env.astep:
-        return env.step
-    return None
+async def _checked_action(result: Any) -> Action:
+    """An agent's result that is not an Action: await it if it is awaitable (a plain ``act``
+    that delegates to an async one), else name the mistake."""
+    if inspect.isawaitable(result):
+        result = await result
+    if not isinstance(result, Action):
+        raise TypeError(f"agent.act returned {type(result).__name__}; it must return an Action")
+    return result
+
+
+@functools.cache
+def _inline_type(env_type: type) -> bool:
+    return (
+        issubclass(env_type, Env)
+        and not env_type.threaded_step
+        and env_type.areset is Env.areset
+        and env_type.astep is Env.astep
+    )
+
+
+def _steps_inline(env: Env | RemoteEnv) -> bool:
+    """Whether ``env.areset``/``env.astep`` would just call ``reset``/``step`` inline; the
+    runner then calls those directly (a coroutine less per call)."""
+    return _inline_type(type(env))

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from palaestra.agents.base import Action, Agent, Conversation
+from palaestra.agents.base import Action, Agent, Conversation, next_action
 from palaestra.agents.simple import OracleAgent
 from palaestra.core.types import Episode
 from palaestra.runner import Runner, make_tasks
@@ -35,7 +35,7 @@ class DemonstrationAgent:
         self.name = "demonstration"
 
     async def act(self, conversation: Conversation) -> Action:
-        action = await self.expert.act(conversation)
+        action = await next_action(self.expert, conversation)
         ids = [*self.tokenizer.encode(action.text, add_special_tokens=False)]
         ids.append(self.tokenizer.eos_token_id)
         return Action(action.text, ids, [0.0] * len(ids), "stop")

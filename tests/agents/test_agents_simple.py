@@ -30,8 +30,8 @@ def conversation_for(env_id: str, seed: int) -> Conversation:
 def test_random_agent_plays_well_formed_moves_from_the_episode_rng():
     first = conversation_for("game:GuessTheNumber-v0", 0)
     second = conversation_for("game:GuessTheNumber-v0", 0)
-    moves = [asyncio.run(RandomAgent().act(first)).text for _ in range(5)]
-    assert moves == [asyncio.run(RandomAgent().act(second)).text for _ in range(5)]
+    moves = [RandomAgent().act(first).text for _ in range(5)]
+    assert moves == [RandomAgent().act(second).text for _ in range(5)]
     for move in moves:
         number = int(re.fullmatch(r"\\boxed\{(\d+)\}", move).group(1))
         assert 1 <= number <= 50
@@ -40,7 +40,7 @@ def test_random_agent_plays_well_formed_moves_from_the_episode_rng():
 
 def test_oracle_agent_keeps_one_policy_per_episode():
     conversation = conversation_for("game:GuessTheNumber-v0", 3)
-    action = asyncio.run(OracleAgent().act(conversation))
+    action = OracleAgent().act(conversation)
     assert action.text == "\\boxed{25}"
     assert "oracle" in conversation.state
 

@@ -84,7 +84,7 @@ def test_episodes_stream_as_they_finish_without_lock_step():
         async def act(self, conversation: Conversation) -> Action:
             if conversation.seed[0] == slow_seed:
                 await asyncio.sleep(0.05)
-            return await OracleAgent().act(conversation)
+            return OracleAgent().act(conversation)
 
     async def order():
         runner = Runner(SlowForOneSeed(), concurrency=4)
@@ -95,6 +95,72 @@ def test_episodes_stream_as_they_finish_without_lock_step():
     seeds = asyncio.run(order())
     assert sorted(seeds) == list(range(8))
     assert seeds[-1] == slow_seed  # the other seven finished while seed 0 was still thinking
+
+
+def test_the_same_task_object_repeated_gives_one_episode_each():
+    task = Task("game:GuessTheNumber-v0", seed=4)
+    episodes = Runner(OracleAgent(), concurrency=3).run([task] * 5)
+    assert len(episodes) == 5 and all(e.seed == 4 and e.success for e in episodes)
+
+
+def test_a_failing_task_iterator_reaches_the_caller():
+    def tasks():
+        yield from make_tasks(["game:GuessTheNumber-v0"], range(3))
+        raise LookupError("task source broke")
+
+    async def read_all():
+        return [e async for e in Runner(OracleAgent(), concurrency=2).stream(tasks())]
+
+    with pytest.raises(LookupError, match="task source broke"):
+        asyncio.run(read_all())
+
+
+def test_an_unread_stream_holds_a_bounded_number_of_episodes():
+    from palaestra.runner.rollout import _STREAM_WINDOW
+
+    runner = Runner(OracleAgent(), concurrency=8)
+
+    async def read_one_then_wait():
+        stream = runner.stream(make_tasks(["game:GuessTheNumber-v0"], range(1000)))
+        await anext(stream)
+        await asyncio.sleep(0.05)  # the workers run while the reader sleeps
+        played = runner.stats.episodes
+        await stream.aclose()
+        return played
+
+    # each instant worker stops once the window is full: at most one window plus one
+    # episode per worker are played ahead of the reader
+    assert asyncio.run(read_one_then_wait()) <= 1 + _STREAM_WINDOW + 8
+
+
+def test_plain_and_async_agents_play_the_same_episodes():
+    class Plain:
+        def act(self, conversation: Conversation) -> Action:
+            return Action(f"\\boxed{{{len(conversation.messages)}}}")
+
+    class Async:
+        async def act(self, conversation: Conversation) -> Action:
+            return Plain().act(conversation)
+
+    class PlainDelegatingToAsync:  # a plain act that returns a coroutine is awaited
+        def act(self, conversation: Conversation):
+            return Async().act(conversation)
+
+    tasks = make_tasks(["game:GuessTheNumber-v0"], range(4))
+    timeless = lambda e: {**e.to_dict(), "duration_s": 0.0}  # noqa: E731
+    runs = [Runner(agent()).run(tasks) for agent in (Plain, Async, PlainDelegatingToAsync)]
+    assert runs[0][0].num_turns > 1 and all(e.error is None for e in runs[0])
+    assert [timeless(e) for e in runs[0]] == [timeless(e) for e in runs[1]]
+    assert [timeless(e) for e in runs[0]] == [timeless(e) for e in runs[2]]
+
+
+def test_an_agent_that_returns_no_action_gets_a_clear_error():
+    class ReturnsText:
+        def act(self, conversation: Conversation):
+            return "\\boxed{3}"
+
+    (episode,) = Runner(ReturnsText()).run(make_tasks(["game:GuessTheNumber-v0"], [0]))
+    assert episode.error == "TypeError: agent.act returned str; it must return an Action"
 
 
 def test_concurrency_bound_is_reached_and_never_exceeded():
@@ -210,4 +276,4 @@ def test_process_pool_gives_the_same_episodes_as_in_process():
 
 def test_oracle_agent_explains_that_it_needs_an_in_process_env():
     with pytest.raises(RuntimeError, match="run it in-process"):
-        asyncio.run(OracleAgent().act(Conversation([{"role": "user", "content": "x"}])))
+        OracleAgent().act(Conversation([{"role": "user", "content": "x"}]))
