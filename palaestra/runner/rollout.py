@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import itertools
 import logging
 import time
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -98,6 +99,7 @@ class Runner:
         self.stats = RunStats()
         self._free_envs: dict[tuple, list[Env]] = defaultdict(list)
         self._recorders: dict[tuple, TokenRecorder] = {}
+        self._inline_envs: dict[tuple, bool] = {}
         self._process_pool: ProcessEnvPool | None = None
 
     def run(self, tasks: Iterable[Task]) -> list[Episode]:
@@ -123,17 +125,43 @@ class Runner:
     async def _stream(
         self, tasks: Iterable[Task], emit: Callable[[int, Episode], _Item]
     ) -> AsyncIterator[_Item]:
-        """Run ``tasks``; yield ``emit(task position, episode)`` as episodes finish."""
+        """Run ``tasks``; yield ``emit(task position, episode)`` as episodes finish.
+
+        An episode that can never wait (its agent acts inline on an env that steps inline)
+        is played right here when the reader asks for it: concurrency buys such episodes
+        nothing, and handing them to a worker costs more than a cheap episode does. The first
+        task that may wait hands it and the rest to ``concurrency`` workers.
+        """
         self.stats = RunStats()
-        pending = enumerate(tasks)
+        pending: Iterator[tuple[int, Task]] = enumerate(tasks)
+        if self.process_workers and self._process_pool is None:
+            self._process_pool = ProcessEnvPool(self.process_workers)
+        try:
+            if self._acts_inline and self._process_pool is None:
+                for position, task in pending:
+                    if not self._never_waits(task):
+                        pending = itertools.chain([(position, task)], pending)
+                        break
+                    yield emit(position, await self.run_episode(task))
+                else:
+                    return
+            async for item in self._stream_from_workers(pending, emit):
+                yield item
+        finally:
+            if self._process_pool is not None:
+                self._process_pool.close()
+                self._process_pool = None
+
+    async def _stream_from_workers(
+        self, pending: Iterator[tuple[int, Task]], emit: Callable[[int, Episode], _Item]
+    ) -> AsyncIterator[_Item]:
+        """``concurrency`` workers play the ``pending`` tasks; yields as episodes finish."""
         finished: deque[_Item] = deque()
         paused: deque[asyncio.Future[None]] = deque()
         reader: list[asyncio.Future[None]] = []  # the reader's wake-up call, while it waits
         failures: list[BaseException] = []
         running = self.concurrency
         loop = asyncio.get_running_loop()
-        if self.process_workers and self._process_pool is None:
-            self._process_pool = ProcessEnvPool(self.process_workers)
 
         def wake_reader() -> None:
             if reader and not reader[0].done():
@@ -176,9 +204,20 @@ class Runner:
             for w in workers:
                 w.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-            if self._process_pool is not None:
-                self._process_pool.close()
-                self._process_pool = None
+
+    def _never_waits(self, task: Task) -> bool:
+        """Whether an episode of ``task`` runs start to end without suspending: the agent acts
+        inline and the env steps inline (known once one env of the kind is built)."""
+        key = task.env_key
+        known = self._inline_envs.get(key)
+        if known is None:
+            try:
+                env = self._acquire_env(task, key)
+            except Exception:
+                return True  # run_episode records the error, without waiting
+            self._free_envs[key].append(env)
+            known = self._inline_envs[key] = _steps_inline(env)
+        return known
 
     async def run_episode(self, task: Task) -> Episode:
         """Run one episode to its end; never raises for env or agent errors."""

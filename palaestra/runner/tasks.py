@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+_NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
-class Task:
+class Task(NamedTuple):
     """One episode to run: the env id, its kwargs, the reset seed.
 
     Rollouts of one group share ``env_id``, ``env_kwargs`` and ``seed`` (the same task) and
-    differ in ``sample_index``, which seeds the agent's per-episode rng.
+    differ in ``sample_index``, which seeds the agent's per-episode rng. Immutable, and a
+    named tuple rather than a frozen dataclass because runs build one per episode (three
+    times cheaper).
     """
 
     env_id: str
     seed: int | None = None
-    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    env_kwargs: Mapping[str, Any] = _NO_KWARGS
     group_id: int | None = None
     sample_index: int = 0
 

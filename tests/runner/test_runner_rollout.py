@@ -115,22 +115,72 @@ def test_a_failing_task_iterator_reaches_the_caller():
         asyncio.run(read_all())
 
 
-def test_an_unread_stream_holds_a_bounded_number_of_episodes():
-    from palaestra.runner.rollout import _STREAM_WINDOW
+class AsyncOracle:
+    """The oracle behind an async ``act`` that never actually waits."""
 
-    runner = Runner(OracleAgent(), concurrency=8)
+    async def act(self, conversation: Conversation) -> Action:
+        return OracleAgent().act(conversation)
+
+
+def _played_while_the_reader_waits(agent, env_id: str) -> tuple[int, int]:
+    """(episodes read, episodes played) after reading one episode and pausing 50 ms."""
+    runner = Runner(agent, concurrency=8)
 
     async def read_one_then_wait():
-        stream = runner.stream(make_tasks(["game:GuessTheNumber-v0"], range(1000)))
+        stream = runner.stream(make_tasks([env_id], range(1000)))
         await anext(stream)
-        await asyncio.sleep(0.05)  # the workers run while the reader sleeps
+        await asyncio.sleep(0.05)  # workers, if any, run while the reader sleeps
         played = runner.stats.episodes
         await stream.aclose()
         return played
 
-    # each instant worker stops once the window is full: at most one window plus one
-    # episode per worker are played ahead of the reader
-    assert asyncio.run(read_one_then_wait()) <= 1 + _STREAM_WINDOW + 8
+    return 1, asyncio.run(read_one_then_wait())
+
+
+def test_an_unread_stream_holds_a_bounded_number_of_episodes():
+    from palaestra.runner.rollout import _STREAM_WINDOW
+
+    read, played = _played_while_the_reader_waits(AsyncOracle(), "game:GuessTheNumber-v0")
+    # each worker stops once the window is full: at most one window plus one episode per
+    # worker are played ahead of the reader
+    assert read < played <= read + _STREAM_WINDOW + 8
+
+
+def test_episodes_that_never_wait_are_played_as_the_reader_asks():
+    # a plain agent on an inline env: the stream plays each episode when it is read
+    read, played = _played_while_the_reader_waits(OracleAgent(), "game:GuessTheNumber-v0")
+    assert played == read
+
+
+class SlowThreadedStep(Env):
+    """Each step blocks for 20 ms in a worker thread (like a sandbox call)."""
+
+    max_turns = 3
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._turn = 0
+        return "wait for it", {}
+
+    def step(self, action):
+        time.sleep(0.02)
+        self._turn += 1
+        done = self._turn == 3
+        return "ok", float(done), done, False, {"success": done}
+
+
+def test_a_plain_agent_on_a_threaded_env_still_runs_episodes_concurrently():
+    palaestra.register("test:SlowThreadedStep-v0", SlowThreadedStep, override=True)
+    try:
+        tasks = make_tasks(["game:GuessTheNumber-v0", "test:SlowThreadedStep-v0"], range(8))
+        start = time.perf_counter()
+        episodes = Runner(PolicyAgent(lambda obs: "go"), concurrency=8).run(tasks)
+        elapsed = time.perf_counter() - start
+    finally:
+        palaestra.core.deregister("test:SlowThreadedStep-v0")
+    slow = [e for e in episodes if e.env_id == "test:SlowThreadedStep-v0"]
+    assert len(episodes) == 16 and all(e.success for e in slow)
+    assert elapsed < 0.6 * (8 * 3 * 0.02)  # one after another would take 0.48 s
 
 
 def test_plain_and_async_agents_play_the_same_episodes():
