@@ -1,8 +1,9 @@
 """Runner overhead per turn with an instant agent.
 
-Plays guess-the-number (1..50) with a binary-search agent that answers at once, three ways:
-a bare ``reset``/``step`` loop (no runner), ``Runner.run_episode`` awaited one after another,
-and ``Runner.stream`` at concurrency 1 and 32. Overhead per turn = (time per episode - bare
+Plays guess-the-number (1..50) with a binary-search agent that answers at once: a bare
+``reset``/``step`` loop (no runner), ``Runner.run_episode`` awaited one after another, and
+``Runner.stream`` with the agent's ``act`` plain (the reader plays each episode itself) or
+async (32 workers hand episodes to the reader). Overhead per turn = (time per episode - bare
 time per episode) / turns per episode. Best of three rounds, rounds interleaved.
 
     python benchmarks/bench_runner_overhead.py
@@ -57,8 +58,15 @@ def sequential() -> float:
     return asyncio.run(go())
 
 
-def streamed(concurrency: int) -> float:
-    runner = Runner(BinarySearchAgent(), concurrency=concurrency)
+class AsyncBinarySearchAgent(BinarySearchAgent):
+    """The same agent behind an async ``act``."""
+
+    async def act(self, conversation):
+        return super().act(conversation)
+
+
+def streamed(agent, concurrency: int) -> float:
+    runner = Runner(agent, concurrency=concurrency)
 
     async def go() -> float:
         start = time.perf_counter()
@@ -77,8 +85,8 @@ def main() -> None:
         results = {
             "bare loop": seconds,
             "run_episode, one at a time": sequential(),
-            "stream, concurrency 1": streamed(1),
-            "stream, concurrency 32": streamed(32),
+            "stream, plain act": streamed(BinarySearchAgent(), 32),
+            "stream, async act, concurrency 32": streamed(AsyncBinarySearchAgent(), 32),
         }
         for name, value in results.items():
             best[name] = min(best.get(name, float("inf")), value)
