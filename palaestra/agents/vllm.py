@@ -101,8 +101,35 @@ class WeightUpdateExtension:
 
     def palaestra_load_weights(self, packed: list[tuple[str, str, list[int], bytes]]) -> None:
         """vLLM's in-place reload maps HF names onto fused layers and redoes any weight
-        processing done after loading (e.g. the CPU backend's repacked linear layers)."""
+        processing done after loading (e.g. the CPU backend's repacked linear layers); the
+        kernels of tied layers, which that reload skips, are then rebuilt."""
+        model = self.model_runner.get_model()
         self.model_runner.reload_weights(weights_iterator=iter([_unpack(*item) for item in packed]))
+        refresh_tied_embedding_kernels(model)
+
+
+def refresh_tied_embedding_kernels(model: Any) -> None:
+    """Rebuild the kernel state of unquantized embedding/LM-head layers that share a weight.
+
+    With tied embeddings the LM head holds the embedding's parameter but receives no weights of
+    its own, so vLLM's in-place reload only puts its old tensors back and skips its
+    ``process_weights_after_loading``. On CPU that step is where the head's GEMM kernel packs
+    a copy of the weight (``dispatch_cpu_unquantized_gemm``), so without this the logits keep
+    coming from the old head. Elsewhere the step is a no-op for unquantized layers.
+    """
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+
+    holders: dict[int, list[Any]] = {}
+    for module in model.modules():
+        for param in module.parameters(recurse=False):
+            holders.setdefault(id(param), []).append(module)
+    for modules in holders.values():
+        if len(modules) < 2:
+            continue
+        for module in modules:
+            method = getattr(module, "quant_method", None)
+            if isinstance(method, UnquantizedEmbeddingMethod):
+                method.process_weights_after_loading(module)
 
 
 def _pack(name: str, tensor: Any) -> tuple[str, str, list[int], bytes]:
