@@ -7,10 +7,31 @@ logprobs come back unchanged. Many episodes act at once and vLLM batches them.
 from __future__ import annotations
 
 import itertools
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from palaestra.agents.base import Action, Conversation, Sampling
 from palaestra.agents.hf import default_stop_ids
+
+
+@dataclass(frozen=True, slots=True)
+class PushTiming:
+    """Where the seconds of one weight push went.
+
+    ``pack_s``: tensors to bytes in this process; ``transfer_s``: the RPC to the workers and
+    back, less their loading; ``load_s``: unpacking and loading in the slowest worker;
+    ``cache_reset_s``: dropping the prefix cache.
+    """
+
+    pack_s: float
+    transfer_s: float
+    load_s: float
+    cache_reset_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.pack_s + self.transfer_s + self.load_s + self.cache_reset_s
 
 
 class VLLMAgent:
@@ -78,16 +99,27 @@ class VLLMAgent:
         ]
         return Action(completion.text, token_ids, logprobs, completion.finish_reason)
 
-    async def update_weights(self, weights: list[tuple[str, Any]]) -> None:
+    async def update_weights(self, weights: list[tuple[str, Any]]) -> PushTiming:
         """Load ``(name, tensor)`` pairs (HF parameter names) into every worker's model and drop
         the prefix cache, so the next generation samples from the new weights.
 
         Tensors travel as raw bytes with dtype and shape: vLLM's RPC encoding does not carry
         tensors inside arbitrary arguments.
         """
-        packed = [_pack(name, tensor) for name, tensor in weights]
-        await self.engine.collective_rpc("palaestra_load_weights", args=(packed,))
+        if self.engine is None:
+            raise RuntimeError("this VLLMAgent was closed; build a new one")
+        started = time.perf_counter()
+        packed = [pack_tensor(name, tensor) for name, tensor in weights]
+        packed_at = time.perf_counter()
+        load_s = max(await self.engine.collective_rpc("palaestra_load_weights", args=(packed,)))
+        loaded_at = time.perf_counter()
         await self.engine.reset_prefix_cache()
+        return PushTiming(
+            pack_s=packed_at - started,
+            transfer_s=loaded_at - packed_at - load_s,
+            load_s=load_s,
+            cache_reset_s=time.perf_counter() - loaded_at,
+        )
 
     async def aclose(self) -> None:
         """Stop the engine (its worker processes) now rather than at interpreter exit."""
@@ -99,13 +131,17 @@ class VLLMAgent:
 class WeightUpdateExtension:
     """Mixed into each vLLM worker (``worker_extension_cls``)."""
 
-    def palaestra_load_weights(self, packed: list[tuple[str, str, list[int], bytes]]) -> None:
-        """vLLM's in-place reload maps HF names onto fused layers and redoes any weight
+    def palaestra_load_weights(self, packed: list[tuple[str, str, list[int], bytes]]) -> float:
+        """Load packed tensors; returns the seconds it took in this worker.
+
+        vLLM's in-place reload maps HF names onto fused layers and redoes any weight
         processing done after loading (e.g. the CPU backend's repacked linear layers); the
         kernels of tied layers, which that reload skips, are then rebuilt."""
-        model = self.model_runner.get_model()
-        self.model_runner.reload_weights(weights_iterator=iter([_unpack(*item) for item in packed]))
-        refresh_tied_embedding_kernels(model)
+        started = time.perf_counter()
+        weights = iter([unpack_tensor(*item) for item in packed])
+        self.model_runner.reload_weights(weights_iterator=weights)
+        refresh_tied_embedding_kernels(self.model_runner.get_model())
+        return time.perf_counter() - started
 
 
 def refresh_tied_embedding_kernels(model: Any) -> None:
@@ -132,7 +168,8 @@ def refresh_tied_embedding_kernels(model: Any) -> None:
                 method.process_weights_after_loading(module)
 
 
-def _pack(name: str, tensor: Any) -> tuple[str, str, list[int], bytes]:
+def pack_tensor(name: str, tensor: Any) -> tuple[str, str, list[int], bytes]:
+    """``(name, dtype name, shape, raw bytes)``: a tensor in a form vLLM's RPC can carry."""
     import torch
 
     tensor = tensor.detach().cpu().contiguous()
@@ -140,7 +177,8 @@ def _pack(name: str, tensor: Any) -> tuple[str, str, list[int], bytes]:
     return name, str(tensor.dtype).removeprefix("torch."), list(tensor.shape), raw
 
 
-def _unpack(name: str, dtype: str, shape: list[int], raw: bytes) -> tuple[str, Any]:
+def unpack_tensor(name: str, dtype: str, shape: list[int], raw: bytes) -> tuple[str, Any]:
+    """The ``(name, tensor)`` pair that :func:`pack_tensor` packed."""
     import torch
 
     flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(getattr(torch, dtype))

@@ -10,14 +10,18 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
-from palaestra.agents.vllm import _pack, _unpack, refresh_tied_embedding_kernels  # noqa: E402
+from palaestra.agents.vllm import (  # noqa: E402
+    pack_tensor,
+    refresh_tied_embedding_kernels,
+    unpack_tensor,
+)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_packed_tensors_round_trip(dtype):
     tensor = torch.randn(3, 5).to(dtype)[:, 1:]  # a non-contiguous view
-    name, *packed = _pack("layer.weight", tensor)
-    restored_name, restored = _unpack(name, *packed)
+    name, *packed = pack_tensor("layer.weight", tensor)
+    restored_name, restored = unpack_tensor(name, *packed)
     assert restored_name == "layer.weight"
     assert restored.dtype == dtype and torch.equal(restored, tensor)
 
