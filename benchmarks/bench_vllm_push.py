@@ -40,7 +40,7 @@ async def _measure(engine: VLLMEngine, model: torch.nn.Module, pushes: int) -> d
         _perturb(model, seed)
         weights = [(name, p.detach()) for name, p in model.named_parameters()]
         timing = await engine.agent.update_weights(weights)
-        for part in ("pack_s", "transfer_s", "load_s", "cache_reset_s", "total_s"):
+        for part in ("write_s", "transfer_s", "load_s", "cache_reset_s", "total_s"):
             parts.setdefault(part, []).append(getattr(timing, part))
         parts.setdefault("push_weights_s", []).append(await engine.push_weights(model))
     await engine.agent.aclose()

