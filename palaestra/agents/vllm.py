@@ -148,6 +148,11 @@ class WeightUpdateExtension:
         processing done after loading (e.g. the CPU backend's repacked linear layers); the
         kernels of tied layers, which that reload skips, are then rebuilt."""
         started = time.perf_counter()
+        if not hasattr(self.model_runner, "reload_weights"):
+            raise RuntimeError(
+                "this vLLM has no in-place reload_weights, which the weight push needs; "
+                "upgrade vllm (tested with 0.32)"
+            )
         if not os.path.exists(path):
             raise FileNotFoundError(
                 f"weights file {path} is not on this worker's host: the vLLM weight push "
