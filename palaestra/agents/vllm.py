@@ -6,11 +6,37 @@ logprobs come back unchanged. Many episodes act at once and vLLM batches them.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from palaestra.agents.base import Action, Conversation, Sampling
 from palaestra.agents.hf import default_stop_ids
+
+
+@dataclass(frozen=True, slots=True)
+class PushTiming:
+    """Where the seconds of one weight push went.
+
+    ``write_s``: the tensors to a shared-memory file in this process; ``transfer_s``: the RPC
+    to the workers and back, less their loading; ``load_s``: reading and loading in the
+    slowest worker; ``cache_reset_s``: dropping the prefix cache.
+    """
+
+    write_s: float
+    transfer_s: float
+    load_s: float
+    cache_reset_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.write_s + self.transfer_s + self.load_s + self.cache_reset_s
 
 
 class VLLMAgent:
@@ -78,16 +104,31 @@ class VLLMAgent:
         ]
         return Action(completion.text, token_ids, logprobs, completion.finish_reason)
 
-    async def update_weights(self, weights: list[tuple[str, Any]]) -> None:
+    async def update_weights(self, weights: list[tuple[str, Any]]) -> PushTiming:
         """Load ``(name, tensor)`` pairs (HF parameter names) into every worker's model and drop
         the prefix cache, so the next generation samples from the new weights.
 
-        Tensors travel as raw bytes with dtype and shape: vLLM's RPC encoding does not carry
-        tensors inside arbitrary arguments.
+        The tensors go through a safetensors file in shared memory that the workers map, which
+        is far faster than sending their bytes through vLLM's RPC; so the workers must run on
+        this host (always so for this in-process engine, unless a Ray cluster spans hosts).
         """
-        packed = [_pack(name, tensor) for name, tensor in weights]
-        await self.engine.collective_rpc("palaestra_load_weights", args=(packed,))
+        if self.engine is None:
+            raise RuntimeError("this VLLMAgent was closed; build a new one")
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="palaestra-weights-", dir=_shared_memory()) as tmp:
+            path = os.path.join(tmp, "weights.safetensors")
+            names = await asyncio.to_thread(write_weights, weights, path)
+            written_at = time.perf_counter()
+            loads = await self.engine.collective_rpc("palaestra_load_weights", args=(path, names))
+            load_s = max(loads)
+            loaded_at = time.perf_counter()
         await self.engine.reset_prefix_cache()
+        return PushTiming(
+            write_s=written_at - started,
+            transfer_s=loaded_at - written_at - load_s,
+            load_s=load_s,
+            cache_reset_s=time.perf_counter() - loaded_at,
+        )
 
     async def aclose(self) -> None:
         """Stop the engine (its worker processes) now rather than at interpreter exit."""
@@ -99,22 +140,75 @@ class VLLMAgent:
 class WeightUpdateExtension:
     """Mixed into each vLLM worker (``worker_extension_cls``)."""
 
-    def palaestra_load_weights(self, packed: list[tuple[str, str, list[int], bytes]]) -> None:
-        """vLLM's in-place reload maps HF names onto fused layers and redoes any weight
-        processing done after loading (e.g. the CPU backend's repacked linear layers)."""
-        self.model_runner.reload_weights(weights_iterator=iter([_unpack(*item) for item in packed]))
+    def palaestra_load_weights(self, path: str, names: list[str]) -> float:
+        """Load the tensors ``names`` from the safetensors file ``path``; returns the seconds
+        it took in this worker.
+
+        vLLM's in-place reload maps HF names onto fused layers and redoes any weight
+        processing done after loading (e.g. the CPU backend's repacked linear layers); the
+        kernels of tied layers, which that reload skips, are then rebuilt."""
+        started = time.perf_counter()
+        if not hasattr(self.model_runner, "reload_weights"):
+            raise RuntimeError(
+                "this vLLM has no in-place reload_weights, which the weight push needs; "
+                "upgrade vllm (tested with 0.32)"
+            )
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"weights file {path} is not on this worker's host: the vLLM weight push "
+                "needs the workers on the trainer's host"
+            )
+        with read_weights(path, names) as weights:
+            self.model_runner.reload_weights(weights_iterator=weights)
+        refresh_tied_embedding_kernels(self.model_runner.get_model())
+        return time.perf_counter() - started
 
 
-def _pack(name: str, tensor: Any) -> tuple[str, str, list[int], bytes]:
-    import torch
+def refresh_tied_embedding_kernels(model: Any) -> None:
+    """Rebuild the kernel state of unquantized embedding/LM-head layers that share a weight.
 
-    tensor = tensor.detach().cpu().contiguous()
-    raw = tensor.view(-1).view(torch.uint8).numpy().tobytes()
-    return name, str(tensor.dtype).removeprefix("torch."), list(tensor.shape), raw
+    With tied embeddings the LM head holds the embedding's parameter but receives no weights of
+    its own, so vLLM's in-place reload only puts its old tensors back and skips its
+    ``process_weights_after_loading``. On CPU that step is where the head's GEMM kernel packs
+    a copy of the weight (``dispatch_cpu_unquantized_gemm``), so without this the logits keep
+    coming from the old head. Elsewhere the step is a no-op for unquantized layers.
+    """
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+
+    holders: dict[int, list[Any]] = {}
+    for module in model.modules():
+        for param in module.parameters(recurse=False):
+            holders.setdefault(id(param), []).append(module)
+    for modules in holders.values():
+        if len(modules) < 2:
+            continue
+        for module in modules:
+            method = getattr(module, "quant_method", None)
+            if isinstance(method, UnquantizedEmbeddingMethod):
+                method.process_weights_after_loading(module)
 
 
-def _unpack(name: str, dtype: str, shape: list[int], raw: bytes) -> tuple[str, Any]:
-    import torch
+def write_weights(weights: list[tuple[str, Any]], path: str) -> list[str]:
+    """Save ``(name, tensor)`` pairs to a safetensors file; returns the names in order."""
+    from safetensors.torch import save_file
 
-    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(getattr(torch, dtype))
-    return name, flat.reshape(shape)
+    tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in weights}
+    if len(tensors) != len(weights):
+        raise ValueError("weights to push have duplicate names; pass each parameter once")
+    save_file(tensors, path)
+    return list(tensors)
+
+
+@contextmanager
+def read_weights(path: str, names: list[str]) -> Iterator[Iterator[tuple[str, Any]]]:
+    """The ``(name, tensor)`` pairs of a :func:`write_weights` file, in ``names`` order, read
+    one at a time from the memory-mapped file."""
+    from safetensors import safe_open
+
+    with safe_open(path, framework="pt") as file:
+        yield ((name, file.get_tensor(name)) for name in names)
+
+
+def _shared_memory() -> str | None:
+    """A RAM-backed folder for the weights file where the system has one, else the default."""
+    return "/dev/shm" if os.access("/dev/shm", os.W_OK) else None

