@@ -1,21 +1,25 @@
 """The CPU demo (``palaestra train --preset cpu-demo``): a tiny model learns small sums.
 
-The env is ``math:Arithmetic-v0`` cut down to the 16 sums ``a + b`` with ``a, b`` in 1..4, one
-attempt each, scored by the env's own verifier (reward 1 for the right ``\\boxed{}`` answer).
+The env is ``math:Arithmetic-v0`` cut down to the 16 sums ``a + b`` with ``a, b`` in 1..4 and
+two attempts (a wrong first answer gets "not correct, try again" and a second turn), scored by
+the env's own verifier: reward 1 when the last answer is the sum inside ``\\boxed{}``.
 
 1. Build a tiny policy locally: a byte-level BPE tokenizer trained on the env's own texts
    (Qwen2's pre-tokenizer, so every digit is a token) and a random-init 2-layer Qwen2.
    Its initial weights are wider than Qwen2's default (std 0.1, not 0.02): a model this small
-   then learns to attend to the question's digits within a few dozen steps instead of
-   sitting for a hundred or more on the plateau where it ignores the question.
-2. Warm it up with SFT on oracle demonstrations, stopped early once the loss falls to
-   ``SFT_STOP_LOSS``: by then it writes the answer format perfectly and gets about half of
-   the sums right (a step budget would not do: how long the plateau lasts varies by seed).
-3. RL it with GRPO through the runner: 16 problems a step with 4 attempts each, so every
-   step sees nearly every sum and no single sum's answer drifts the policy; two optimizer
-   steps per batch at a small learning rate. Held-out seeds are evaluated every 10 steps
-   (256 episodes each); the reward curve is printed and saved as ``reward_curve.png`` (with
-   matplotlib) next to ``metrics.jsonl``.
+   then learns to attend to the question's digits within a few dozen SFT steps instead of
+   sitting on the plateau where it ignores the question for a hundred or more.
+2. Warm it up with SFT on oracle demonstrations, stopped once the loss falls to
+   ``SFT_STOP_LOSS``: it then writes the answer format perfectly and gets about half of the
+   sums right at the first attempt, but has never seen a second attempt (the oracle is never
+   wrong). A step budget would not do: how long the plateau lasts varies by seed.
+3. RL it with GRPO through the runner: 16 problems a step with 4 episodes each, so every
+   step sees nearly every sum; two optimizer steps per batch at a small learning rate. RL
+   sharpens the first answers and teaches the second attempt, which matters because the
+   warm-started model still confuses some sums with each other (it answers them alike), and
+   a different second answer is how it gets those right. Held-out seeds are evaluated every
+   10 steps (256 episodes); the reward curve is printed and saved as ``reward_curve.png``
+   (with matplotlib) next to ``metrics.jsonl``.
 
 The warm-started model is saved under ``DIR/init`` and the run's config under
 ``DIR/config.yaml``, so ``palaestra train DIR/config.yaml`` repeats the RL part.
@@ -38,7 +42,13 @@ from palaestra.trainers.sft import collect_demonstrations, train_sft
 from palaestra.trainers.trainer import Trainer
 
 ENV_ID = "math:Arithmetic-v0"
-ENV_KWARGS = {"difficulty": "easy", "num_terms": 2, "max_value": 4, "operators": "+"}
+ENV_KWARGS = {
+    "difficulty": "easy",
+    "num_terms": 2,
+    "max_value": 4,
+    "operators": "+",
+    "max_attempts": 2,
+}
 
 CORPUS_SEEDS = range(2_000_000, 2_000_200)
 DEMO_SEEDS = range(3_000_000, 3_000_256)
@@ -48,8 +58,8 @@ VOCAB_SIZE = 1024
 INIT_STD = 0.1
 SFT_MAX_STEPS = 100
 SFT_STOP_LOSS = 0.2
-"""Mean token loss of the last 5 SFT steps at which the warm start stops (the answer format
-costs almost nothing by then; the rest is the digit of the sum)."""
+"""Mean token loss of the last 5 SFT steps at which the warm start stops (by then the answer
+format costs almost nothing; what is left is the digit of the sum)."""
 SFT_BATCH_SIZE = 64
 SFT_LR = 3e-3
 RL_STEPS = 40
