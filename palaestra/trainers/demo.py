@@ -15,11 +15,11 @@ the env's own verifier: reward 1 when the last answer is the sum inside ``\\boxe
    wrong). A step budget would not do: how long the plateau lasts varies by seed.
 3. RL it with GRPO through the runner: 16 problems a step with 4 episodes each, so every
    step sees nearly every sum; two optimizer steps per batch at a small learning rate. RL
-   sharpens the first answers and teaches the second attempt, which matters because the
-   warm-started model still confuses some sums with each other (it answers them alike), and
-   a different second answer is how it gets those right. Held-out seeds are evaluated every
-   10 steps (256 episodes); the reward curve is printed and saved as ``reward_curve.png``
-   (with matplotlib) next to ``metrics.jsonl``.
+   sharpens the first answers and may learn to use the second attempt: the warm-started
+   model answers some sums alike (it does not yet tell them apart), and a different second
+   answer is the way to get those right. Held-out seeds are evaluated every 10 steps (256
+   episodes); the reward curve is printed and saved as ``reward_curve.png`` (with
+   matplotlib) next to ``metrics.jsonl``.
 
 The warm-started model is saved under ``DIR/init`` and the run's config under
 ``DIR/config.yaml``, so ``palaestra train DIR/config.yaml`` repeats the RL part.
