@@ -37,6 +37,8 @@ def test_cpu_demo_rl_lifts_the_held_out_reward_well_above_the_warm_start(
 ) -> None:
     result = run_cpu_demo(tmp_path / "demo", seed=0)
 
-    assert result.eval_end >= result.eval_start + 0.1, (result.eval_start, result.eval_end)
+    # measured: 0.26 -> 0.79 (seed 0) and 0.34 -> 0.79 (seed 1); the old recipe gained 0.09
+    assert result.eval_start <= 0.5, "the warm start should leave most of the task to RL"
+    assert result.eval_end >= result.eval_start + 0.25, (result.eval_start, result.eval_end)
     assert result.eval_end >= 0.65
     assert (tmp_path / "demo" / "metrics.jsonl").exists()
