@@ -53,7 +53,7 @@ class HFAgent:
         prompt_ids = conversation.prompt_ids
         if prompt_ids is None:
             prompt_ids = self.tokenizer.apply_chat_template(
-                conversation.messages, add_generation_prompt=True, tokenize=True
+                conversation.messages, add_generation_prompt=True, tokenize=True, return_dict=False
             )
         seed = int(conversation.rng.integers(2**31))
         return await asyncio.to_thread(self._generate, list(prompt_ids), seed)

@@ -47,7 +47,7 @@ def train_command(
         run_cpu_demo(
             output_dir or Path("runs/cpu-demo"),
             seed=seed or 0,
-            steps=steps or 40,
+            **({"steps": steps} if steps else {}),
             console=console,
         )
         return

@@ -67,12 +67,18 @@ def train_sft(
     batch_size: int = 16,
     pad_token_id: int = 0,
     seed: int = 0,
+    stop_loss: float | None = None,
+    stop_window: int = 5,
 ) -> list[float]:
-    """``steps`` AdamW steps of cross-entropy on the episodes' policy tokens (``loss_mask``),
-    each on ``batch_size`` episodes drawn without replacement (reshuffled every epoch).
-    Returns the loss of every step."""
+    """Up to ``steps`` AdamW steps of cross-entropy on the episodes' policy tokens
+    (``loss_mask``), each on ``batch_size`` episodes drawn without replacement (reshuffled
+    every epoch). With ``stop_loss``, stops early once the mean loss of the last
+    ``stop_window`` steps is at most ``stop_loss`` (a partial warm start).
+    Returns the loss of every step taken."""
     if not episodes:
         raise ValueError("no demonstrations to train on")
+    if stop_window < 1:
+        raise ValueError(f"stop_window must be >= 1, got {stop_window}")
     batch = build_batch(
         episodes, [[0.0] * e.num_turns for e in episodes], pad_token_id=pad_token_id
     )
@@ -92,5 +98,12 @@ def train_sft(
         loss.backward()
         optimizer.step()
         losses.append(float(loss.detach()))
+        if stop_loss is not None and _mean_of_last(losses, stop_window) <= stop_loss:
+            break
     model.eval()
     return losses
+
+
+def _mean_of_last(values: list[float], window: int) -> float:
+    """Mean of the last ``window`` values; infinite while there are fewer."""
+    return sum(values[-window:]) / window if len(values) >= window else float("inf")

@@ -50,3 +50,26 @@ def test_sampling_is_reproducible_per_seed(tiny_model, qwen25_tokenizer):
     second = Runner(agent, max_turns=2).run(tasks)
     assert [e.token_ids for e in first] == [e.token_ids for e in second]
     assert first[0].token_ids != first[1].token_ids  # two samples of one task differ
+
+
+def test_a_conversation_without_prompt_ids_is_rendered_with_the_chat_template(
+    tiny_model, qwen25_tokenizer
+):
+    import asyncio
+
+    from palaestra.agents.base import Conversation
+    from palaestra.agents.hf import HFAgent
+
+    agent = HFAgent(
+        tiny_model, tokenizer=qwen25_tokenizer, sampling=Sampling(max_tokens=3, temperature=0.0)
+    )
+    messages = [{"role": "user", "content": "Guess a number."}]
+    action = asyncio.run(agent.act(Conversation(messages, seed=(0,))))
+    with_ids = Conversation(
+        messages,
+        prompt_ids=qwen25_tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=True, return_dict=False
+        ),
+        seed=(0,),
+    )
+    assert action.token_ids and action.token_ids == asyncio.run(agent.act(with_ids)).token_ids
