@@ -13,6 +13,7 @@ from palaestra.agents.base import (
     agent_name,
     close_agent,
     next_action,
+    resolve_action,
 )
 from palaestra.agents.simple import HumanAgent, LatencyAgent, OracleAgent, PolicyAgent, RandomAgent
 from palaestra.agents.spec import make_agent
@@ -31,4 +32,5 @@ __all__ = [
     "close_agent",
     "make_agent",
     "next_action",
+    "resolve_action",
 ]

@@ -89,10 +89,19 @@ def acts_inline(agent: Agent) -> bool:
     return not inspect.iscoroutinefunction(agent.act)
 
 
+async def resolve_action(result: Action | Awaitable[Action]) -> Action:
+    """What ``act`` returned, as an Action: awaited if awaitable (a plain ``act`` may delegate
+    to an async one), else checked, with an error that names the mistake."""
+    if inspect.isawaitable(result):
+        result = await result
+    if not isinstance(result, Action):
+        raise TypeError(f"agent.act returned {type(result).__name__}; it must return an Action")
+    return result
+
+
 async def next_action(agent: Agent, conversation: Conversation) -> Action:
     """The agent's next action, whether its ``act`` is async or plain."""
-    action = agent.act(conversation)
-    return await action if inspect.isawaitable(action) else action
+    return await resolve_action(agent.act(conversation))
 
 
 def agent_name(agent: Agent) -> str:

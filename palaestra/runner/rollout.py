@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import itertools
 import logging
 import time
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import palaestra
-from palaestra.agents.base import Action, Agent, Conversation, acts_inline
+from palaestra.agents.base import Action, Agent, Conversation, acts_inline, resolve_action
 from palaestra.core.env import Env
 from palaestra.core.types import Episode, Message, Turn
 from palaestra.runner.process import ProcessEnvPool, RemoteEnv
@@ -216,7 +215,7 @@ class Runner:
             except Exception:
                 return True  # run_episode records the error, without waiting
             self._free_envs[key].append(env)
-            known = self._inline_envs[key] = _steps_inline(env)
+            known = self._inline_envs[key] = _steps_inline(type(env))
         return known
 
     async def run_episode(self, task: Task) -> Episode:
@@ -248,7 +247,7 @@ class Runner:
         return episode
 
     async def _play(self, env: Env | RemoteEnv, task: Task, episode: Episode) -> None:
-        inline = _steps_inline(env)
+        inline = _steps_inline(type(env))
         if inline:
             observation, info = env.reset(seed=task.seed)
         else:
@@ -262,7 +261,7 @@ class Runner:
         conversation = Conversation(
             messages,
             env.tools,
-            env=env if inline or isinstance(env, Env) else None,
+            env=env if isinstance(env, Env) else None,
             seed=None if task.seed is None else (task.seed, task.sample_index, _AGENT_SEED_SALT),
         )
         recorder = None if self._tokenizer is None else self._recorder(env)
@@ -275,7 +274,7 @@ class Runner:
         for turn_number in range(limit):
             action = act(conversation) if inline_act else await act(conversation)
             if not isinstance(action, Action):
-                action = await _checked_action(action)
+                action = await resolve_action(action)
             if recorder is not None:
                 completion = recorder.add_action(episode, action, turn_number)
             if inline:
@@ -345,27 +344,13 @@ class Runner:
         return free.pop() if free else palaestra.make(task.env_id, **task.env_kwargs)
 
 
-async def _checked_action(result: Any) -> Action:
-    """An agent's result that is not an Action: await it if it is awaitable (a plain ``act``
-    that delegates to an async one), else name the mistake."""
-    if inspect.isawaitable(result):
-        result = await result
-    if not isinstance(result, Action):
-        raise TypeError(f"agent.act returned {type(result).__name__}; it must return an Action")
-    return result
-
-
 @functools.cache
-def _inline_type(env_type: type) -> bool:
+def _steps_inline(env_type: type) -> bool:
+    """Whether ``areset``/``astep`` of this env type would just call ``reset``/``step``
+    inline; the runner then calls those directly (a coroutine less per call)."""
     return (
         issubclass(env_type, Env)
         and not env_type.threaded_step
         and env_type.areset is Env.areset
         and env_type.astep is Env.astep
     )
-
-
-def _steps_inline(env: Env | RemoteEnv) -> bool:
-    """Whether ``env.areset``/``env.astep`` would just call ``reset``/``step`` inline; the
-    runner then calls those directly (a coroutine less per call)."""
-    return _inline_type(type(env))
