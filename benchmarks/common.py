@@ -43,7 +43,7 @@ class BinarySearchAgent:
         if state is None:
             state = conversation.state["search"] = SearchState()
             return Action(state.guess(None))
-        return Action(state.guess(conversation.messages[-1]["content"]))
+        return Action(state.guess(conversation.last_observation))
 
 
 class GemGuessTheNumber(Env):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from palaestra.core.types import Message
+from palaestra.core.types import Message, Turn
 
 if TYPE_CHECKING:
     from palaestra.core.env import Env
@@ -30,26 +30,55 @@ class Action:
     finish_reason: str | None = None
 
 
-@dataclass(slots=True)
 class Conversation:
     """The state an agent sees when it acts; the runner keeps one per episode and grows it.
 
-    ``messages`` is the chat so far (system prompt, task, then action/observation pairs).
+    ``messages`` is the chat so far: the opening ``messages`` (system prompt, task), then the
+    action and observation of each of ``turns``, the episode's turns, which the runner
+    appends to. They are turned into messages when ``messages`` is read, so agents that read
+    only ``last_observation`` (oracle, scripted policies) never pay for them.
     ``prompt_ids`` is the token sequence the policy continues, ending with the generation
     prompt; it is set only when the agent has a ``tokenizer`` (token-in, token-out).
     ``env`` is the live env for privileged baselines (oracle, random); it is None when the env
     runs in another process. ``rng`` is seeded from ``seed`` (task seed and sample index),
-    for sampling agents; ``state`` is
-    scratch space an agent may use for the rest of the episode.
+    for sampling agents; ``state`` is scratch space an agent may use for the rest of the
+    episode.
     """
 
-    messages: list[Message]
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    prompt_ids: list[int] | None = None
-    env: Env | None = None
-    seed: Any = None
-    state: dict[str, Any] = field(default_factory=dict)
-    _rng: np.random.Generator | None = field(default=None, init=False, repr=False)
+    __slots__ = ("_messages", "_turns", "_turns_seen", "tools", "prompt_ids", "env", "seed", "state", "_rng")
+
+    def __init__(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        turns: list[Turn] | None = None,
+        prompt_ids: list[int] | None = None,
+        env: Env | None = None,
+        seed: Any = None,
+    ):
+        self._messages = messages
+        self._turns = turns
+        self._turns_seen = 0
+        self.tools = [] if tools is None else tools
+        self.prompt_ids = prompt_ids
+        self.env = env
+        self.seed = seed
+        self.state: dict[str, Any] = {}
+        self._rng: np.random.Generator | None = None
+
+    def __repr__(self) -> str:
+        return f"Conversation({len(self.messages)} messages, seed={self.seed!r})"
+
+    @property
+    def messages(self) -> list[Message]:
+        """The chat so far: the opening messages, then each turn's action and observation."""
+        turns = self._turns
+        if turns is not None and self._turns_seen < len(turns):
+            for turn in turns[self._turns_seen :]:
+                self._messages.extend(turn.messages())
+            self._turns_seen = len(turns)
+        return self._messages
 
     @property
     def rng(self) -> np.random.Generator:
@@ -60,8 +89,10 @@ class Conversation:
 
     @property
     def last_observation(self) -> str:
-        """Content of the latest non-assistant message (the task on the first turn)."""
-        for message in reversed(self.messages):
+        """The latest observation (the task on the first turn)."""
+        if self._turns:
+            return self._turns[-1].observation
+        for message in reversed(self._messages):
             if message["role"] != "assistant":
                 return str(message.get("content") or "")
         return ""

@@ -29,6 +29,14 @@ class Turn:
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str | None = None
 
+    def messages(self) -> list[Message]:
+        """This turn as chat messages: the action, then the observation (left out when the
+        episode ended on this turn with nothing more to say)."""
+        action = {"role": "assistant", "content": self.action}
+        if (self.terminated or self.truncated) and not self.observation:
+            return [action]
+        return [action, {"role": self.observation_role, "content": self.observation}]
+
 
 @dataclass(slots=True)
 class Episode:
@@ -85,9 +93,7 @@ class Episode:
             messages.append({"role": "system", "content": self.system_prompt})
         messages.append({"role": "user", "content": self.task})
         for turn in self.turns:
-            messages.append({"role": "assistant", "content": turn.action})
-            if not (turn.terminated or turn.truncated) or turn.observation:
-                messages.append({"role": turn.observation_role, "content": turn.observation})
+            messages.extend(turn.messages())
         return messages
 
     def to_dict(self) -> dict[str, Any]:

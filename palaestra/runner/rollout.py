@@ -258,9 +258,11 @@ class Runner:
         if system_prompt:
             messages.append({"role": "system", "content": system_prompt})
         messages.append({"role": "user", "content": observation})
+        turns = episode.turns
         conversation = Conversation(
             messages,
             env.tools,
+            turns=turns,
             env=env if isinstance(env, Env) else None,
             seed=None if task.seed is None else (task.seed, task.sample_index, _AGENT_SEED_SALT),
         )
@@ -270,7 +272,6 @@ class Runner:
         limit = self.max_turns or env.max_turns or DEFAULT_MAX_TURNS
         act = self.agent.act
         inline_act = self._acts_inline
-        turns = episode.turns
         for turn_number in range(limit):
             action = act(conversation) if inline_act else await act(conversation)
             if not isinstance(action, Action):
@@ -303,12 +304,9 @@ class Runner:
             if turn_number == limit - 1:
                 self._truncate(episode, "turn_limit")
                 break
-            messages.append({"role": "assistant", "content": action.text})
-            message = {"role": role, "content": observation}
-            messages.append(message)
             if recorder is not None:
                 conversation.prompt_ids = recorder.add_observation(
-                    episode, message, completion, turn_number
+                    episode, conversation.messages[-1], completion, turn_number
                 )
                 if (
                     self.max_episode_tokens is not None

@@ -48,3 +48,23 @@ def test_episode_round_trips_through_json():
     episode = _episode()
     restored = Episode.from_dict(json.loads(json.dumps(episode.to_dict())))
     assert restored == episode
+
+
+def test_conversation_turns_become_messages_when_read_once_each():
+    from palaestra.agents import Conversation
+
+    episode = _episode()
+    opening = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "guess"}]
+    turns: list[Turn] = []
+    conversation = Conversation(list(opening), turns=turns)
+    assert conversation.messages == opening
+    assert conversation.last_observation == "guess"
+    turns.append(episode.turns[0])
+    assert conversation.last_observation == "too low"
+    assert conversation.messages[-2:] == [
+        {"role": "assistant", "content": "\\boxed{25}"},
+        {"role": "user", "content": "too low"},
+    ]
+    turns.append(episode.turns[1])
+    # Read twice: each turn is added once; the whole chat equals the episode's.
+    assert conversation.messages == conversation.messages == episode.messages
