@@ -4,18 +4,32 @@ from __future__ import annotations
 
 import re
 
+_BOXED = "\\boxed{"
 _BOXED_OR_BRACE = re.compile(r"\\boxed\{|[{}]")
 
 
 def last_boxed(text: str) -> str | None:
     r"""Content of the last complete ``\boxed{...}`` in ``text`` (nested braces balanced).
 
-    Returns None when there is none. One pass over the braces, so hostile inputs such as a
-    megabyte of unclosed ``\boxed{`` stay linear.
+    Returns None when there is none. Linear time, so hostile inputs such as a megabyte of
+    unclosed ``\boxed{`` stay cheap.
 
     >>> last_boxed(r"so \boxed{\frac{1}{2}} and not \boxed{3")
     '\\frac{1}{2}'
     """
+    start = text.rfind(_BOXED)
+    if start < 0:
+        return None
+    content = start + len(_BOXED)
+    close = text.find("}", content)
+    if close >= 0 and text.find("{", content, close) < 0:
+        # The common case: the last \boxed{ holds no braces and is closed by the next one.
+        return text[content:close]
+    return _last_boxed_by_scan(text)
+
+
+def _last_boxed_by_scan(text: str) -> str | None:
+    """:func:`last_boxed` in one pass over every brace (nested or unclosed answers)."""
     open_stack: list[int] = []  # content start of a \boxed{, or -1 for a plain brace
     best: tuple[int, int] | None = None
     for match in _BOXED_OR_BRACE.finditer(text):
