@@ -70,7 +70,7 @@ def run_runner(env_id: str, n: int, episodes: int, latency: bool) -> int:
     if latency:
         agent = LatencyAgent(agent, MEDIAN_S, P99_S)
     # Unseeded tasks: the vector envs reseed nothing on autoreset either (same work per episode).
-    tasks = (Task(env_id, seed=None) for _ in range(episodes))
+    tasks = (Task(env_id) for _ in range(episodes))
     runner = Runner(agent, concurrency=n)
 
     async def consume() -> int:

@@ -211,7 +211,7 @@ class Runner:
         known = self._inline_envs.get(key)
         if known is None:
             try:
-                env = self._acquire_env(task, key)
+                env = _make_env(task)
             except Exception:
                 return True  # run_episode records the error, without waiting
             self._free_envs[key].append(env)
@@ -220,31 +220,42 @@ class Runner:
 
     async def run_episode(self, task: Task) -> Episode:
         """Run one episode to its end; never raises for env or agent errors."""
+        started = time.perf_counter()
         episode = Episode(
             task.env_id, task.seed, "", group_id=task.group_id, policy_version=self.policy_version
         )
-        started = time.perf_counter()
-        env_key = task.env_key
-        env: Env | RemoteEnv | None = None
-        healthy = False
         try:
-            env = self._acquire_env(task, env_key)
-            await self._play(env, task, episode)
-            healthy = True
+            if self._process_pool is None:
+                await self._play_local(task, episode)
+            else:
+                await self._play_remote(task, episode)
         except Exception as exc:
             episode.error = f"{type(exc).__name__}: {exc}"
             logger.warning("episode %s seed=%s failed: %s", task.env_id, task.seed, episode.error)
-        finally:
-            if isinstance(env, RemoteEnv):
-                await env.release(healthy)
-            elif env is not None and healthy:
-                self._free_envs[env_key].append(env)
         episode.duration_s = time.perf_counter() - started
         stats = self.stats
         stats.episodes += 1
         stats.turns += len(episode.turns)
-        stats.errors += not healthy
+        stats.errors += episode.error is not None
         return episode
+
+    async def _play_local(self, task: Task, episode: Episode) -> None:
+        """Play on an in-process env, reused by later tasks only if the episode went well."""
+        free = self._free_envs[task.env_key]
+        env = free.pop() if free else _make_env(task)
+        await self._play(env, task, episode)
+        free.append(env)
+
+    async def _play_remote(self, task: Task, episode: Episode) -> None:
+        """Play on an env in the process pool; its worker is released however the episode ends."""
+        assert self._process_pool is not None
+        env = self._process_pool.acquire(task.env_id, dict(task.env_kwargs))
+        healthy = False
+        try:
+            await self._play(env, task, episode)
+            healthy = True
+        finally:
+            await env.release(healthy)
 
     async def _play(self, env: Env | RemoteEnv, task: Task, episode: Episode) -> None:
         inline = _steps_inline(type(env))
@@ -335,11 +346,8 @@ class Runner:
             self._recorders[key] = recorder
         return recorder
 
-    def _acquire_env(self, task: Task, env_key: tuple) -> Env | RemoteEnv:
-        if self._process_pool is not None:
-            return self._process_pool.acquire(task.env_id, dict(task.env_kwargs))
-        free = self._free_envs.get(env_key)
-        return free.pop() if free else palaestra.make(task.env_id, **task.env_kwargs)
+def _make_env(task: Task) -> Env:
+    return palaestra.make(task.env_id, **task.env_kwargs)
 
 
 @functools.cache
