@@ -3,7 +3,8 @@
 Same tiny model (a local byte-level tokenizer and a random-init 2-layer Qwen2, identical
 initial weights), same batch (8 prompts x 8 generations, at most 8 new tokens, temperature 1),
 same reward (one guess at guess-the-number 1..8: the env's reward for the completion), same
-optimizer (AdamW, lr 1e-3, no KL term), CPU, HF ``generate`` for both. Reports the median
+optimizer (AdamW, lr 1e-3, no KL term), CPU, transformers for both (TRL: one padded
+``generate`` per batch; palaestra: the HF engine, which decodes concurrent requests together). Reports the median
 step time over the timed steps, split into rollout (generation + reward), update and weight
 sync.
 

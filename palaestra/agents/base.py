@@ -45,7 +45,17 @@ class Conversation:
     episode.
     """
 
-    __slots__ = ("_messages", "_turns", "_turns_seen", "tools", "prompt_ids", "env", "seed", "state", "_rng")
+    __slots__ = (
+        "_messages",
+        "_rng",
+        "_turns",
+        "_turns_seen",
+        "env",
+        "prompt_ids",
+        "seed",
+        "state",
+        "tools",
+    )
 
     def __init__(
         self,

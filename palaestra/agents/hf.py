@@ -1,24 +1,43 @@
 """An agent that generates with a Hugging Face ``transformers`` model in this process.
 
 Token-in, token-out: it continues ``Conversation.prompt_ids`` and reports the sampled ids and
-their logprobs, so the runner's token sequence is exact. Generation runs in a worker thread,
-one request at a time (a CPU fallback and a reference, not a fast server).
+their logprobs, so the runner's token sequence is exact. Concurrent requests (the runner's
+episodes in flight) are generated together: a worker thread gathers the requests waiting,
+left-pads them into one batch and decodes it with a KV cache. Each request samples from its
+own generator, seeded from the episode, so a completion does not depend on which other
+requests shared its batch (up to float rounding).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import queue
 import threading
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from palaestra.agents.base import Action, Conversation, Sampling
+
+_WORKER_IDLE_S = 5.0
+"""How long the generation thread waits for a request before it exits (a new one restarts it)."""
+
+
+@dataclass(slots=True)
+class _Request:
+    prompt_ids: list[int]
+    seed: int
+    result: concurrent.futures.Future[Action] = field(default_factory=concurrent.futures.Future)
 
 
 class HFAgent:
     """Generates with ``AutoModelForCausalLM`` from a local path (or given model/tokenizer).
 
     ``stop_token_ids`` end a completion (default: the tokenizer's EOS and the chat template's
-    end-of-turn token where it has one, e.g. ``<|im_end|>``).
+    end-of-turn token where it has one, e.g. ``<|im_end|>``). Up to ``max_batch`` requests are
+    generated together; after the first request of a batch arrives, the batch waits for more
+    until none has come for ``gather_s`` seconds.
 
     >>> agent = HFAgent("path/to/model", sampling=Sampling(max_tokens=64))  # doctest: +SKIP
     """
@@ -32,10 +51,16 @@ class HFAgent:
         stop_token_ids: list[int] | None = None,
         device: str | None = None,
         dtype: str = "float32",
+        max_batch: int = 64,
+        gather_s: float = 0.002,
     ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if gather_s < 0:
+            raise ValueError(f"gather_s must be >= 0, got {gather_s}")
         self.name = f"hf:{model}" if isinstance(model, str) else "hf"
         if isinstance(model, str):
             tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
@@ -47,7 +72,14 @@ class HFAgent:
         self.tokenizer = tokenizer
         self.sampling = sampling or Sampling()
         self.stop_token_ids = stop_token_ids or default_stop_ids(tokenizer)
-        self._lock = threading.Lock()  # one generate at a time, from any event loop
+        self.max_batch = max_batch
+        self.gather_s = gather_s
+        self.batch_sizes: Counter[int] = Counter()
+        """How many batches of each size were generated (for tests and tuning)."""
+        self._model_lock = threading.Lock()  # a weight load never overlaps a generation
+        self._requests: queue.SimpleQueue[_Request] = queue.SimpleQueue()
+        self._worker_lock = threading.Lock()
+        self._worker: threading.Thread | None = None
 
     async def act(self, conversation: Conversation) -> Action:
         prompt_ids = conversation.prompt_ids
@@ -55,48 +87,137 @@ class HFAgent:
             prompt_ids = self.tokenizer.apply_chat_template(
                 conversation.messages, add_generation_prompt=True, tokenize=True, return_dict=False
             )
-        seed = int(conversation.rng.integers(2**31))
-        return await asyncio.to_thread(self._generate, list(prompt_ids), seed)
+        request = _Request(list(prompt_ids), int(conversation.rng.integers(2**31)))
+        with self._worker_lock:
+            self._requests.put(request)
+            if self._worker is None:
+                self._worker = threading.Thread(
+                    target=self._serve, name="palaestra-hf-generate", daemon=True
+                )
+                self._worker.start()
+        return await asyncio.wrap_future(request.result)
 
     def load_weights(self, state_dict: dict[str, Any]) -> None:
         """Copy ``state_dict`` into the model between two generations (never during one)."""
-        with self._lock:
+        with self._model_lock:
             self.model.load_state_dict(state_dict)
             self.model.eval()
 
-    def _generate(self, prompt_ids: list[int], seed: int) -> Action:
-        with self._lock:
-            return self._generate_locked(prompt_ids, seed)
+    def _serve(self) -> None:
+        """The generation thread: gather waiting requests into batches until idle."""
+        while True:
+            try:
+                first = self._requests.get(timeout=_WORKER_IDLE_S)
+            except queue.Empty:
+                with self._worker_lock:
+                    if self._requests.empty():
+                        self._worker = None
+                        return
+                continue
+            batch = [first]
+            while len(batch) < self.max_batch:
+                try:
+                    batch.append(self._requests.get(timeout=self.gather_s))
+                except queue.Empty:
+                    break
+            try:
+                with self._model_lock:
+                    actions = self._generate(batch)
+            except BaseException as exc:  # every waiting episode hears of it
+                for request in batch:
+                    request.result.set_exception(exc)
+            else:
+                for request, action in zip(batch, actions, strict=True):
+                    request.result.set_result(action)
 
-    def _generate_locked(self, prompt_ids: list[int], seed: int) -> Action:
+    def _generate(self, batch: list[_Request]) -> list[Action]:
+        """Decode ``batch`` together: left-padded prompts, one forward pass per new token."""
         import torch
 
-        torch.manual_seed(seed)
-        greedy = self.sampling.temperature == 0
-        inputs = torch.tensor([prompt_ids], device=self.device)
+        self.batch_sizes[len(batch)] += 1
+        rows = len(batch)
+        width = max(len(request.prompt_ids) for request in batch)
+        pad = self.stop_token_ids[0]
+        input_ids = torch.full((rows, width), pad, dtype=torch.long)
+        attention_mask = torch.zeros((rows, width), dtype=torch.long)
+        for row, request in enumerate(batch):
+            input_ids[row, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
+            attention_mask[row, width - len(request.prompt_ids) :] = 1
+        input_ids = input_ids.to(self.device)
+        attention_mask = attention_mask.to(self.device)
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        generators = [
+            torch.Generator(device=self.device).manual_seed(request.seed) for request in batch
+        ]
+        new_ids: list[list[int]] = [[] for _ in batch]
+        logprobs: list[list[float]] = [[] for _ in batch]
+        active = list(range(rows))
+        past = None
         with torch.no_grad():
-            out = self.model.generate(
-                inputs,
-                attention_mask=torch.ones_like(inputs),
-                max_new_tokens=self.sampling.max_tokens,
-                do_sample=not greedy,
-                temperature=None if greedy else self.sampling.temperature,
-                top_p=None if greedy else self.sampling.top_p,
-                top_k=None,
-                eos_token_id=self.stop_token_ids,
-                pad_token_id=self.stop_token_ids[0],
-                output_logits=True,
-                return_dict_in_generate=True,
+            for _ in range(self.sampling.max_tokens):
+                out = self.model(
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    position_ids=position_ids,
+                    past_key_values=past,
+                    use_cache=True,
+                )
+                past = out.past_key_values
+                chosen = self._sample(out.logits[:, -1, :].float(), generators, active)
+                next_ids = torch.full((rows, 1), pad, dtype=torch.long)
+                for row, (token, logprob) in chosen.items():
+                    new_ids[row].append(token)
+                    logprobs[row].append(logprob)
+                    next_ids[row, 0] = token
+                active = [row for row in active if chosen[row][0] not in self.stop_token_ids]
+                if not active:
+                    break
+                input_ids = next_ids.to(self.device)
+                attention_mask = torch.cat(
+                    [attention_mask, attention_mask.new_ones((rows, 1))], dim=1
+                )
+                position_ids = position_ids[:, -1:] + 1
+        return [
+            Action(
+                self.tokenizer.decode(ids, skip_special_tokens=True),
+                ids,
+                row_logprobs,
+                "stop" if ids and ids[-1] in self.stop_token_ids else "length",
             )
-        new_ids = out.sequences[0, len(prompt_ids) :].tolist()
-        logits = torch.stack([step[0] for step in out.logits])[: len(new_ids)].float()
-        if not greedy:
-            logits = logits / self.sampling.temperature
-        logprobs = torch.log_softmax(logits, dim=-1)
-        chosen = logprobs[torch.arange(len(new_ids)), torch.tensor(new_ids)].tolist()
-        finished = bool(new_ids) and new_ids[-1] in self.stop_token_ids
-        text = self.tokenizer.decode(new_ids, skip_special_tokens=True)
-        return Action(text, new_ids, chosen, "stop" if finished else "length")
+            for ids, row_logprobs in zip(new_ids, logprobs, strict=True)
+        ]
+
+    def _sample(
+        self, logits: Any, generators: list[Any], active: list[int]
+    ) -> dict[int, tuple[int, float]]:
+        """The next token of each active row and its logprob under the temperature-scaled
+        distribution (top-p narrows what is drawn, not the reported logprob)."""
+        import torch
+
+        sampling = self.sampling
+        if sampling.temperature == 0:
+            logprobs = torch.log_softmax(logits, dim=-1)
+            tokens = logprobs.argmax(dim=-1)
+            return {row: (int(tokens[row]), float(logprobs[row, tokens[row]])) for row in active}
+        logprobs = torch.log_softmax(logits / sampling.temperature, dim=-1)
+        probs = logprobs.exp()
+        if sampling.top_p < 1.0:
+            probs = _top_p(probs, sampling.top_p)
+        chosen = {}
+        for row in active:
+            token = int(torch.multinomial(probs[row], 1, generator=generators[row]))
+            chosen[row] = (token, float(logprobs[row, token]))
+        return chosen
+
+
+def _top_p(probs: Any, top_p: float) -> Any:
+    """``probs`` with each row cut to its smallest set of most likely tokens holding ``top_p``."""
+    import torch
+
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
+    sorted_probs = sorted_probs.masked_fill(mass_before >= top_p, 0.0)
+    return torch.zeros_like(probs).scatter(-1, order, sorted_probs)
 
 
 def default_stop_ids(tokenizer: Any) -> list[int]:

@@ -346,6 +346,7 @@ class Runner:
             self._recorders[key] = recorder
         return recorder
 
+
 def _make_env(task: Task) -> Env:
     return palaestra.make(task.env_id, **task.env_kwargs)
 

@@ -3,7 +3,7 @@
 After every update the trainer calls :meth:`RolloutEngine.push_weights`, so the next generation
 samples from the updated policy:
 
-- :class:`HFEngine` generates with Hugging Face ``generate`` (the CPU fallback). With
+- :class:`HFEngine` generates with :class:`~palaestra.agents.hf.HFAgent` (the CPU fallback). With
   ``share_model=True`` it generates with the very module the trainer updates (no copy; the push
   only switches it back to eval mode). With ``share_model=False`` it keeps its own copy and the
   push copies the parameters in between two generations: the async trainer needs this, since
@@ -36,7 +36,7 @@ class RolloutEngine(Protocol):
 
 
 class HFEngine:
-    """Rollouts with transformers ``generate``, on the trainer's model or on a copy of it.
+    """Rollouts with a transformers model, the trainer's own or a copy of it.
 
     >>> engine = HFEngine(model, tokenizer, Sampling(max_tokens=16))  # doctest: +SKIP
     """

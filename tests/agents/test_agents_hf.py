@@ -73,3 +73,79 @@ def test_a_conversation_without_prompt_ids_is_rendered_with_the_chat_template(
         seed=(0,),
     )
     assert action.token_ids and action.token_ids == asyncio.run(agent.act(with_ids)).token_ids
+
+
+def _conversations(tokenizer, count: int):
+    from palaestra.agents.base import Conversation
+
+    conversations = []
+    for i in range(count):
+        messages = [{"role": "user", "content": "Guess a number. " * (1 + i % 4)}]
+        prompt_ids = tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        conversations.append(Conversation(messages, prompt_ids=prompt_ids, seed=(i,)))
+    return conversations
+
+
+def test_concurrent_requests_share_batches_and_sample_as_if_alone(tiny_model, qwen25_tokenizer):
+    import asyncio
+
+    from palaestra.agents.hf import HFAgent
+
+    sampling = Sampling(max_tokens=8, temperature=0.8, top_p=0.9)
+    batched = HFAgent(tiny_model, tokenizer=qwen25_tokenizer, sampling=sampling)
+
+    async def all_at_once():
+        return await asyncio.gather(*(batched.act(c) for c in _conversations(qwen25_tokenizer, 8)))
+
+    together = asyncio.run(all_at_once())
+    assert max(batched.batch_sizes) > 1
+    single = HFAgent(tiny_model, tokenizer=qwen25_tokenizer, sampling=sampling, max_batch=1)
+    alone = [asyncio.run(single.act(c)) for c in _conversations(qwen25_tokenizer, 8)]
+    assert set(single.batch_sizes) == {1}
+    for a, b in zip(together, alone, strict=True):
+        assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+    assert len({tuple(a.token_ids) for a in together}) > 1
+
+
+def test_sampled_logprobs_are_those_of_the_tempered_distribution(tiny_model, qwen25_tokenizer):
+    import asyncio
+
+    from palaestra.agents.hf import HFAgent
+
+    agent = HFAgent(
+        tiny_model, tokenizer=qwen25_tokenizer, sampling=Sampling(max_tokens=6, temperature=0.7)
+    )
+    (conversation,) = _conversations(qwen25_tokenizer, 1)
+    action = asyncio.run(agent.act(conversation))
+    ids = torch.tensor([list(conversation.prompt_ids) + action.token_ids])
+    with torch.no_grad():
+        logits = tiny_model(ids).logits[0, :-1].float() / 0.7
+    expected = torch.log_softmax(logits, dim=-1).gather(1, ids[0, 1:, None])[:, 0]
+    recorded = torch.tensor(action.logprobs)
+    assert torch.allclose(recorded, expected[-len(action.token_ids) :], atol=1e-4)
+
+
+def test_top_p_keeps_the_smallest_set_that_holds_the_mass():
+    from palaestra.agents.hf import _top_p
+
+    probs = torch.tensor([[0.1, 0.5, 0.3, 0.1], [0.25, 0.25, 0.25, 0.25]])
+    kept = _top_p(probs, 0.7)
+    assert kept[0].tolist() == pytest.approx([0.0, 0.5, 0.3, 0.0])
+    assert (kept[1] > 0).sum() == 3  # 0.5 < 0.7 <= 0.75
+
+
+def test_a_failed_batch_fails_its_requests_and_the_agent_serves_on(tiny_model, qwen25_tokenizer):
+    import asyncio
+
+    from palaestra.agents.base import Conversation
+    from palaestra.agents.hf import HFAgent
+
+    agent = HFAgent(tiny_model, tokenizer=qwen25_tokenizer, sampling=Sampling(max_tokens=2))
+    out_of_vocabulary = Conversation([], prompt_ids=[10**6], seed=(0,))
+    with pytest.raises(IndexError):
+        asyncio.run(agent.act(out_of_vocabulary))
+    (conversation,) = _conversations(qwen25_tokenizer, 1)
+    assert asyncio.run(agent.act(conversation)).token_ids
