@@ -10,6 +10,8 @@ machine.
 
     python benchmarks/bench_vs_gem.py            # full run, prints a markdown table
     python benchmarks/bench_vs_gem.py --quick    # a smoke run
+    python benchmarks/bench_vs_gem.py --only "palaestra Runner" --envs 256 --episodes 6000
+                                                 # one driver, once, instant agent (for profilers)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from palaestra.runner import Runner, Task
 
 MEDIAN_S, P99_S = 0.02, 0.2
 REPEATS = 5
+DRIVERS = ("GEM sync", "GEM async", "palaestra SyncVectorEnv", "palaestra Runner")
 
 
 def gem_vector(env_factory, n: int, async_mode: bool):
@@ -92,6 +95,14 @@ def palaestra_vector(env_id: str, n: int):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="few episodes, for a smoke test")
+    parser.add_argument(
+        "--only",
+        choices=DRIVERS,
+        help="play with this driver alone, once, instant agent, and print nothing",
+    )
+    parser.add_argument("--game", choices=["gem", "palaestra"], default="palaestra")
+    parser.add_argument("--envs", type=int, default=256, help="with --only")
+    parser.add_argument("--episodes", type=int, default=20_000, help="with --only")
     args = parser.parse_args()
     palaestra.register("bench:GemGuessTheNumber-v0", GemGuessTheNumber, override=True)
     games = {
@@ -102,6 +113,10 @@ def main() -> None:
         ),
     }
     rng = np.random.default_rng(0)
+    if args.only:
+        env_id, factory = games[f"{'GEM' if args.game == 'gem' else 'palaestra'} guess-the-number"]
+        drivers(env_id, factory, args.envs, args.episodes, None, rng)[args.only]()
+        return
     instant_episodes = 2_000 if args.quick else 20_000
     rows = []
 
@@ -154,10 +169,7 @@ def _header() -> str:
 
 def _row(row) -> str:
     game, mode, n, speeds, ratio = row
-    cells = " | ".join(
-        f"{speeds[k]:,.0f}"
-        for k in ("GEM sync", "GEM async", "palaestra SyncVectorEnv", "palaestra Runner")
-    )
+    cells = " | ".join(f"{speeds[k]:,.0f}" for k in DRIVERS)
     return f"| {game} | {mode} | {n} | {cells} | **{ratio:.2f}x** |"
 
 
