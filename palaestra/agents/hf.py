@@ -105,30 +105,44 @@ class HFAgent:
 
     def _serve(self) -> None:
         """The generation thread: gather waiting requests into batches until idle."""
-        while True:
+        try:
+            while self._serve_batch():
+                pass
+        finally:
+            with self._worker_lock:  # only reached early by a bug; the next act restarts it
+                if self._worker is threading.current_thread():
+                    self._worker = None
+
+    def _serve_batch(self) -> bool:
+        """Generate one batch of waiting requests; False once idle (the thread then ends)."""
+        try:
+            first = self._requests.get(timeout=_WORKER_IDLE_S)
+        except queue.Empty:
+            with self._worker_lock:
+                if self._requests.empty():
+                    self._worker = None
+                    return False
+            return True
+        batch = [first]
+        while len(batch) < self.max_batch:
             try:
-                first = self._requests.get(timeout=_WORKER_IDLE_S)
+                batch.append(self._requests.get(timeout=self.gather_s))
             except queue.Empty:
-                with self._worker_lock:
-                    if self._requests.empty():
-                        self._worker = None
-                        return
-                continue
-            batch = [first]
-            while len(batch) < self.max_batch:
-                try:
-                    batch.append(self._requests.get(timeout=self.gather_s))
-                except queue.Empty:
-                    break
-            try:
-                with self._model_lock:
-                    actions = self._generate(batch)
-            except BaseException as exc:  # every waiting episode hears of it
-                for request in batch:
-                    request.result.set_exception(exc)
-            else:
-                for request, action in zip(batch, actions, strict=True):
-                    request.result.set_result(action)
+                break
+        # Requests whose episode was cancelled meanwhile are dropped; the rest can no longer be.
+        batch = [request for request in batch if request.result.set_running_or_notify_cancel()]
+        if not batch:
+            return True
+        try:
+            with self._model_lock:
+                actions = self._generate(batch)
+        except Exception as exc:  # every waiting episode hears of it
+            for request in batch:
+                request.result.set_exception(exc)
+        else:
+            for request, action in zip(batch, actions, strict=True):
+                request.result.set_result(action)
+        return True
 
     def _generate(self, batch: list[_Request]) -> list[Action]:
         """Decode ``batch`` together: left-padded prompts, one forward pass per new token."""
@@ -136,15 +150,8 @@ class HFAgent:
 
         self.batch_sizes[len(batch)] += 1
         rows = len(batch)
-        width = max(len(request.prompt_ids) for request in batch)
         pad = self.stop_token_ids[0]
-        input_ids = torch.full((rows, width), pad, dtype=torch.long)
-        attention_mask = torch.zeros((rows, width), dtype=torch.long)
-        for row, request in enumerate(batch):
-            input_ids[row, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
-            attention_mask[row, width - len(request.prompt_ids) :] = 1
-        input_ids = input_ids.to(self.device)
-        attention_mask = attention_mask.to(self.device)
+        input_ids, attention_mask = _left_padded([r.prompt_ids for r in batch], pad, self.device)
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         generators = [
             torch.Generator(device=self.device).manual_seed(request.seed) for request in batch
@@ -208,6 +215,19 @@ class HFAgent:
             token = int(torch.multinomial(probs[row], 1, generator=generators[row]))
             chosen[row] = (token, float(logprobs[row, token]))
         return chosen
+
+
+def _left_padded(prompts: list[list[int]], pad: int, device: str) -> tuple[Any, Any]:
+    """``prompts`` as one ``(rows, longest)`` tensor padded on the left, and its attention mask."""
+    import torch
+
+    width = max(len(prompt) for prompt in prompts)
+    input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
+        attention_mask[row, width - len(prompt) :] = 1
+    return input_ids.to(device), attention_mask.to(device)
 
 
 def _top_p(probs: Any, top_p: float) -> Any:

@@ -149,3 +149,23 @@ def test_a_failed_batch_fails_its_requests_and_the_agent_serves_on(tiny_model, q
         asyncio.run(agent.act(out_of_vocabulary))
     (conversation,) = _conversations(qwen25_tokenizer, 1)
     assert asyncio.run(agent.act(conversation)).token_ids
+
+
+def test_an_episode_cancelled_while_it_waits_leaves_its_batch_to_finish(
+    tiny_model, qwen25_tokenizer
+):
+    import asyncio
+
+    from palaestra.agents.hf import HFAgent
+
+    agent = HFAgent(tiny_model, tokenizer=qwen25_tokenizer, sampling=Sampling(max_tokens=32))
+    cancelled, *others = _conversations(qwen25_tokenizer, 3)
+
+    async def cancel_one():
+        waiting = [asyncio.ensure_future(agent.act(c)) for c in (cancelled, *others)]
+        await asyncio.sleep(0.01)  # their batch is being generated
+        waiting[0].cancel()
+        return await asyncio.wait_for(asyncio.gather(*waiting[1:]), timeout=60)
+
+    assert all(action.token_ids for action in asyncio.run(cancel_one()))
+    assert sum(agent.batch_sizes.values()) == 1  # the three shared one batch
