@@ -78,7 +78,7 @@ class Conversation:
         self._rng: np.random.Generator | None = None
 
     def __repr__(self) -> str:
-        return f"Conversation({len(self.messages)} messages, seed={self.seed!r})"
+        return f"Conversation(turns={len(self._turns or ())}, seed={self.seed!r})"
 
     @property
     def messages(self) -> list[Message]:
