@@ -109,7 +109,9 @@ class HFAgent:
             while self._serve_batch():
                 pass
         finally:
-            with self._worker_lock:  # only reached early by a bug; the next act restarts it
+            # An idle exit has already cleared the slot; after a crash, clearing it lets the
+            # next request start a new thread.
+            with self._worker_lock:
                 if self._worker is threading.current_thread():
                     self._worker = None
 

@@ -228,7 +228,7 @@ class Runner:
             if self._process_pool is None:
                 await self._play_local(task, episode)
             else:
-                await self._play_remote(task, episode)
+                await self._play_remote(self._process_pool, task, episode)
         except Exception as exc:
             episode.error = f"{type(exc).__name__}: {exc}"
             logger.warning("episode %s seed=%s failed: %s", task.env_id, task.seed, episode.error)
@@ -246,10 +246,9 @@ class Runner:
         await self._play(env, task, episode)
         free.append(env)
 
-    async def _play_remote(self, task: Task, episode: Episode) -> None:
-        """Play on an env in the process pool; its worker is released however the episode ends."""
-        assert self._process_pool is not None
-        env = self._process_pool.acquire(task.env_id, dict(task.env_kwargs))
+    async def _play_remote(self, pool: ProcessEnvPool, task: Task, episode: Episode) -> None:
+        """Play on an env in ``pool``; its worker is released however the episode ends."""
+        env = pool.acquire(task.env_id, dict(task.env_kwargs))
         healthy = False
         try:
             await self._play(env, task, episode)
@@ -348,6 +347,7 @@ class Runner:
 
 
 def _make_env(task: Task) -> Env:
+    """A new in-process env for ``task``."""
     return palaestra.make(task.env_id, **task.env_kwargs)
 
 

@@ -1,5 +1,6 @@
 import json
 
+from palaestra.agents import Conversation
 from palaestra.core import Episode, Turn
 
 
@@ -51,8 +52,6 @@ def test_episode_round_trips_through_json():
 
 
 def test_conversation_turns_become_messages_when_read_once_each():
-    from palaestra.agents import Conversation
-
     episode = _episode()
     opening = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "guess"}]
     turns: list[Turn] = []
