@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from palaestra.core.types import Message, Turn
+from palaestra.core.messages import Message
+from palaestra.core.types import Turn
 
 if TYPE_CHECKING:
     from palaestra.core.env import Env
@@ -40,7 +41,8 @@ class Conversation:
     ``prompt_ids`` is the token sequence the policy continues, ending with the generation
     prompt; it is set only when the agent has a ``tokenizer`` (token-in, token-out).
     ``env`` is the live env for privileged baselines (oracle, random); it is None when the env
-    runs in another process. ``rng`` is seeded from ``seed`` (task seed and sample index),
+    runs in another process. ``tools`` are the env's tool schemas and ``tool_format`` the
+    name of the tool-call format it reads (:mod:`palaestra.core.tool_calls`). ``rng`` is seeded from ``seed`` (task seed and sample index),
     for sampling agents; ``state`` is scratch space an agent may use for the rest of the
     episode.
     """
@@ -54,6 +56,7 @@ class Conversation:
         "prompt_ids",
         "seed",
         "state",
+        "tool_format",
         "tools",
     )
 
@@ -66,11 +69,13 @@ class Conversation:
         prompt_ids: list[int] | None = None,
         env: Env | None = None,
         seed: Any = None,
+        tool_format: str = "hermes",
     ):
         self._messages = messages
         self._turns = turns
         self._turns_seen = 0
         self.tools = [] if tools is None else tools
+        self.tool_format = tool_format
         self.prompt_ids = prompt_ids
         self.env = env
         self.seed = seed

@@ -85,7 +85,11 @@ class HFAgent:
         prompt_ids = conversation.prompt_ids
         if prompt_ids is None:
             prompt_ids = self.tokenizer.apply_chat_template(
-                conversation.messages, add_generation_prompt=True, tokenize=True, return_dict=False
+                conversation.messages,
+                tools=conversation.tools or None,
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=False,
             )
         request = _Request(list(prompt_ids), int(conversation.rng.integers(2**31)))
         with self._worker_lock:

@@ -3,8 +3,12 @@
 Two modes:
 
 * ``"chat"`` (default) sends the messages to ``/chat/completions``; the server applies the
-  chat template. Native tool calls in the reply are written back as
-  ``<tool_call>{...}</tool_call>`` text, the env-side format.
+  chat template. When the env reads the default (``hermes``) tool-call format, its tools go
+  out as native ``tools``, earlier calls as structured ``tool_calls`` with ids and their
+  results as tool messages with the matching ``tool_call_id``
+  (:func:`palaestra.core.messages.to_openai_messages`); native tool calls in the reply are
+  written back as ``<tool_call>{...}</tool_call>`` text. Envs with another format (e.g.
+  ``<search>`` tags) get plain text both ways: their system prompt says how to call tools.
 * ``"completions"`` with a local ``tokenizer`` is token-in, token-out: the runner renders the
   conversation itself and the prompt goes to ``/completions`` as token ids, so the episode's
   token sequence is exact across turns.
@@ -17,14 +21,14 @@ reject them, so it is off by default.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import random
 from typing import Any
 
 import httpx
 
 from palaestra.agents.base import Action, Conversation, Sampling
+from palaestra.core.messages import action_text, to_openai_messages
+from palaestra.core.tool_calls import DEFAULT_FORMAT
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
@@ -122,8 +126,9 @@ class OpenAIAgent:
         return body | self.extra_body
 
     def _chat_body(self, conversation: Conversation) -> dict[str, Any]:
-        body = self._common_body() | {"messages": conversation.messages}
-        if conversation.tools:
+        messages = to_openai_messages(conversation.messages)
+        body = self._common_body() | {"messages": messages}
+        if conversation.tools and conversation.tool_format == DEFAULT_FORMAT:
             body["tools"] = conversation.tools
         return body
 
@@ -149,19 +154,7 @@ class OpenAIAgent:
 
 def parse_chat_choice(choice: dict[str, Any]) -> Action:
     """An :class:`Action` from one ``/chat/completions`` choice (reasoning, tool calls, tokens)."""
-    message = choice.get("message") or {}
-    text = message.get("content") or ""
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    if reasoning:
-        text = f"<think>{reasoning}</think>{text}"
-    for call in message.get("tool_calls") or []:
-        function = call.get("function") or {}
-        arguments = function.get("arguments") or "{}"
-        if isinstance(arguments, str):
-            with contextlib.suppress(json.JSONDecodeError):  # else the env reports bad JSON
-                arguments = json.loads(arguments)
-        payload = json.dumps({"name": function.get("name"), "arguments": arguments})
-        text += f"<tool_call>{payload}</tool_call>"
+    text = action_text(choice.get("message") or {})
     entries = (choice.get("logprobs") or {}).get("content") or []
     logprobs = [float(entry["logprob"]) for entry in entries]
     token_ids = choice.get("token_ids") or _ids_from_token_strings(e.get("token") for e in entries)

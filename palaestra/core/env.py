@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -53,6 +54,9 @@ class Env(gym.Env[str, str]):
     system_prompt: str | None = None
     """Instructions an agent should see before the first observation, if any."""
 
+    tool_format: str = "hermes"
+    """Name of the tool-call format this env reads (:mod:`palaestra.core.tool_calls`)."""
+
     threaded_step: ClassVar[bool] = True
     """Whether ``areset``/``astep`` run the sync methods in a worker thread.
 
@@ -71,6 +75,12 @@ class Env(gym.Env[str, str]):
     def tools(self) -> list[dict[str, Any]]:
         """OpenAI-format function schemas of the tools this env accepts (empty by default)."""
         return []
+
+    @property
+    def steps_inline(self) -> bool:
+        """Whether ``areset``/``astep`` would just call ``reset``/``step`` inline, so a caller
+        in an event loop may call those directly (a coroutine less per call)."""
+        return _steps_inline(type(self))
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -112,3 +122,12 @@ class Env(gym.Env[str, str]):
     def render_text(self) -> str:
         """Human-readable view of the state; subclasses with a board override this."""
         return ""
+
+
+@functools.cache
+def _steps_inline(env_type: type[Env]) -> bool:
+    return (
+        not env_type.threaded_step
+        and env_type.areset is Env.areset
+        and env_type.astep is Env.astep
+    )

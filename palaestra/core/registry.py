@@ -23,7 +23,7 @@ import inspect
 import re
 import threading
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
@@ -42,6 +42,59 @@ _ID_PATTERN = re.compile(
 EnvCreator = Callable[..., Env]
 
 
+def _load_entry_point(entry_point: str | Callable[..., Any], owner: str) -> Callable[..., Any]:
+    """Resolve ``"module.path:Name"`` (or a callable) to the callable it names."""
+    if callable(entry_point):
+        return entry_point
+    module_name, _, attribute = entry_point.partition(":")
+    if not attribute:
+        raise ValueError(f"entry point {entry_point!r} of {owner} must look like 'module:Name'")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+@dataclass(frozen=True)
+class WrapperSpec:
+    """One wrapper of a registered stack: ``entry_point(env, **kwargs)`` returns the wrapped env.
+
+    ``entry_point`` is a wrapper class or factory, or a ``"module.path:Name"`` string (which
+    keeps the spec picklable, so worker processes rebuild the same stack).
+
+    >>> WrapperSpec("palaestra.core.wrappers:TurnLimit", {"max_turns": 4})  # doctest: +SKIP
+    """
+
+    entry_point: str | Callable[..., Env]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        if callable(self.entry_point):
+            return getattr(self.entry_point, "__name__", repr(self.entry_point))
+        return self.entry_point.rpartition(":")[2]
+
+    def apply(self, env: Env) -> Env:
+        wrapped = _load_entry_point(self.entry_point, f"wrapper {self.name}")(env, **self.kwargs)
+        if not isinstance(wrapped, Env):
+            raise TypeError(
+                f"wrapper {self.name} returned {type(wrapped).__name__}, not a palaestra Env "
+                "(wrappers subclass palaestra.core.wrappers.Wrapper)"
+            )
+        return wrapped
+
+    def __str__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        return f"{self.name}({args})"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A variant of a registered id: extra kwargs and extra wrappers (applied after the base
+    id's own wrappers). Plain mappings in ``register(variants=...)`` are kwargs only."""
+
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    wrappers: tuple[WrapperSpec, ...] = ()
+    description: str | None = None
+
+
 class UnknownEnvError(KeyError):
     """Raised by :func:`make` and :func:`spec` for an id that is not registered."""
 
@@ -54,13 +107,15 @@ class EnvSpec:
     """Everything needed to build one registered env.
 
     ``entry_point`` is a class or factory, or a ``"module.path:ClassName"`` string that is
-    imported only when the env is made (so registering costs nothing).
+    imported only when the env is made (so registering costs nothing). ``wrappers`` is the
+    stack applied to the built env, innermost first (like gymnasium's ``additional_wrappers``).
     """
 
     id: str
     entry_point: str | EnvCreator
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     description: str | None = None
+    wrappers: tuple[WrapperSpec, ...] = ()
 
     @property
     def family(self) -> str:
@@ -76,14 +131,7 @@ class EnvSpec:
 
     def load(self) -> EnvCreator:
         """Resolve the entry point to a callable."""
-        if callable(self.entry_point):
-            return self.entry_point
-        module_name, _, attribute = self.entry_point.partition(":")
-        if not attribute:
-            raise ValueError(
-                f"entry point {self.entry_point!r} of {self.id!r} must look like 'module:Name'"
-            )
-        return getattr(importlib.import_module(module_name), attribute)
+        return _load_entry_point(self.entry_point, repr(self.id))
 
     def summary(self) -> str:
         """The one-paragraph description (explicit, else the env class docstring's first paragraph)."""
@@ -93,17 +141,26 @@ class EnvSpec:
         return doc.split("\n\n")[0].replace("\n", " ").strip()
 
     def make(self, **kwargs: Any) -> Env:
-        """Build the env with the registered kwargs updated by ``kwargs``."""
+        """Build the env with the registered kwargs updated by ``kwargs``, then wrap it in
+        the registered wrapper stack."""
         merged = {**self.kwargs, **kwargs}
         env = self.load()(**merged)
         if not isinstance(env, Env):
             raise TypeError(
-                f"entry point of {self.id!r} returned {type(env).__name__}, not a palaestra Env"
+                f"entry point of {self.id!r} returned {type(env).__name__}, not a palaestra Env "
+                "(register wrappers with register(..., wrappers=[WrapperSpec(...)]))"
             )
+        for wrapper in self.wrappers:
+            env = wrapper.apply(env)
         env.spec = dataclasses.replace(
             gym.spec(gymnasium_id(self.id)), kwargs={"id": self.id, **kwargs}
         )
         return env
+
+    @property
+    def wrapper_stack(self) -> str:
+        """The wrappers as text, outermost first (empty when there are none)."""
+        return " <- ".join(str(w) for w in reversed(self.wrappers))
 
 
 _specs: dict[str, EnvSpec] = {}
@@ -132,12 +189,15 @@ def register(
     *,
     kwargs: Mapping[str, Any] | None = None,
     description: str | None = None,
-    variants: Mapping[str, Mapping[str, Any]] | None = None,
+    wrappers: Sequence[WrapperSpec] = (),
+    variants: Mapping[str, Mapping[str, Any] | Variant] | None = None,
     override: bool = False,
 ) -> EnvSpec:
     """Register an env id.
 
-    ``variants`` maps a suffix to extra kwargs and registers one more id per entry, e.g.
+    ``wrappers`` is a stack of :class:`WrapperSpec` that :func:`make` applies, innermost
+    first. ``variants`` maps a suffix to extra kwargs (or a :class:`Variant` with extra
+    wrappers) and registers one more id per entry, e.g.
     ``register("game:Wordle-v0", Wordle, variants={"Hard": {"difficulty": "hard"}})`` also
     registers ``game:Wordle-Hard-v0``. Re-registering an existing id raises unless
     ``override=True``.
@@ -146,12 +206,27 @@ def register(
     """
     parts = _parse_id(id)
     base_kwargs = dict(kwargs or {})
-    spec = EnvSpec(id=id, entry_point=entry_point, kwargs=base_kwargs, description=description)
+    spec = EnvSpec(
+        id=id,
+        entry_point=entry_point,
+        kwargs=base_kwargs,
+        description=description,
+        wrappers=tuple(wrappers),
+    )
     specs = [spec]
     for suffix, extra in (variants or {}).items():
         variant_id = f"{parts['family']}:{parts['name']}-{suffix}-v{parts['version']}"
         _parse_id(variant_id)
-        specs.append(dataclasses.replace(spec, id=variant_id, kwargs={**base_kwargs, **extra}))
+        variant = extra if isinstance(extra, Variant) else Variant(kwargs=extra)
+        specs.append(
+            dataclasses.replace(
+                spec,
+                id=variant_id,
+                kwargs={**base_kwargs, **variant.kwargs},
+                wrappers=spec.wrappers + tuple(variant.wrappers),
+                description=variant.description or spec.description,
+            )
+        )
     with _lock:
         clashes = [s.id for s in specs if s.id in _specs]
         if clashes and not override:

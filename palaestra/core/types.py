@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-Message = dict[str, Any]
-"""A chat message: ``{"role": ..., "content": ...}``."""
+from palaestra.core.messages import Message, opening_messages, turn_messages
 
 
 @dataclass(slots=True)
@@ -30,12 +29,14 @@ class Turn:
     finish_reason: str | None = None
 
     def messages(self) -> list[Message]:
-        """This turn as chat messages: the action, then the observation (left out when the
-        episode ended on this turn with nothing more to say)."""
-        action = {"role": "assistant", "content": self.action}
-        if (self.terminated or self.truncated) and not self.observation:
-            return [action]
-        return [action, {"role": self.observation_role, "content": self.observation}]
+        """This turn as chat messages (:func:`palaestra.core.messages.turn_messages`)."""
+        return turn_messages(
+            self.action,
+            self.observation,
+            role=self.observation_role,
+            ended=self.terminated or self.truncated,
+            tool_outputs=self.info.get("tool_outputs"),
+        )
 
 
 @dataclass(slots=True)
@@ -88,10 +89,7 @@ class Episode:
     @property
     def messages(self) -> list[Message]:
         """The full conversation as chat messages (system, task, then action/observation pairs)."""
-        messages: list[Message] = []
-        if self.system_prompt:
-            messages.append({"role": "system", "content": self.system_prompt})
-        messages.append({"role": "user", "content": self.task})
+        messages = opening_messages(self.system_prompt, self.task)
         for turn in self.turns:
             messages.extend(turn.messages())
         return messages

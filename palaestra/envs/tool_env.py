@@ -1,151 +1,180 @@
-"""Add tools to any env: actions with ``<tool_call>`` blocks run tools, others go to the env.
+"""Add tools to any env: actions that call tools run them, other actions go to the env.
 
->>> env = ToolEnv(palaestra.make("game:GuessTheNumber-v0"), [PythonTool()])  # doctest: +SKIP
+>>> env = ToolEnv(palaestra.make("math:Arithmetic-v0"), ["python"])  # doctest: +SKIP
 
-Tool results come back as the observation with ``info["role"] == "tool"``, reward 0 and the
-episode still running; an action without tool calls is the env's own action. Malformed
-calls get an explanatory tool observation. Tool turns count toward ``max_tool_turns``; past
-it, a tool call gets a reminder to answer instead.
+Tool results come back as the observation with ``info["role"] == "tool"`` (one entry per
+call in ``info["tool_outputs"]``), reward 0 (clamped into the env's reward range) and the
+episode still running; an action without tool calls is the env's own action. Calls are read
+in the env's tool-call ``format`` (``hermes`` by default; ``tags`` for ``<python>...</python>``,
+``fenced`` for ```` ```python ```` blocks). Malformed calls, unknown tools and calls past the
+budgets get an explanatory tool observation.
+
+Turn budget: every step counts, tool calls included. ``max_turns`` defaults to the env's own
+limit plus ``max_tool_turns``; the step that reaches it is truncated with
+``info["truncation_reason"] = "turn_limit"``. Past ``max_tool_turns`` tool steps, a call gets
+a reminder to answer instead. Per-episode tool state (the python REPL) is freed when the
+episode ends.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Any
 
-import gymnasium as gym
+from palaestra.core.env import Env, Policy, ResetResult, StepResult
+from palaestra.core.tool_calls import ParsedToolCalls, ToolCall, ToolCallFormat, tool_format
+from palaestra.core.wrappers import Wrapper, truncate_at_limit
+from palaestra.envs.base import AnswerEnv
+from palaestra.tools import Tool, ToolLike, make_tool
 
-from palaestra.core.env import ResetResult, StepResult
-from palaestra.core.tool_calls import ToolCall, parse_tool_calls
-
-
-@runtime_checkable
-class Tool(Protocol):
-    """Something an agent can call by name with JSON arguments; returns observation text."""
-
-    name: str
-
-    @property
-    def schema(self) -> dict[str, Any]:
-        """OpenAI-format function schema (``{"type": "function", "function": {...}}``)."""
-        ...
-
-    def call(self, arguments: dict[str, Any]) -> str: ...
-
-    async def acall(self, arguments: dict[str, Any]) -> str: ...
-
-    def reset(self) -> None:
-        """Start of a new episode (drop per-episode state such as a REPL)."""
-        ...
-
-    def close(self) -> None: ...
+MAX_CALLS_PER_ACTION = 16
+"""Calls one action may make; the rest get an error (a policy must not stall the env)."""
 
 
-TOOL_INSTRUCTIONS = (
-    'You can call tools. To call one, write <tool_call>{{"name": <tool name>, "arguments": '
-    "<JSON object>}}</tool_call>; the result comes back in the next message. "
-    "When you are done with tools, answer without a tool call. Tools:\n{descriptions}"
-)
+class ToolEnv(Wrapper):
+    """Wrap ``env`` so the agent may call ``tools`` before (or between) its own actions.
 
+    ``tools`` are tool objects, registered tool names (``"python"``) or
+    ``{"name": "python", "stateful": True}`` mappings (names keep registered wrapper stacks
+    plain data, so worker processes can rebuild them).
+    """
 
-class ToolEnv(gym.Wrapper[str, str, str, str]):
-    """Wrap ``env`` so the agent may call ``tools`` before (or between) its own actions."""
-
-    def __init__(self, env: gym.Env[str, str], tools: list[Tool], *, max_tool_turns: int = 8):
-        if not tools:
-            raise ValueError("ToolEnv needs at least one tool, e.g. ToolEnv(env, [PythonTool()])")
+    def __init__(
+        self,
+        env: Env,
+        tools: Sequence[ToolLike],
+        *,
+        format: str | ToolCallFormat = "hermes",
+        max_tool_turns: int = 8,
+        max_turns: int | None = None,
+    ):
+        super().__init__(env)
+        resolved = [make_tool(tool) for tool in tools]
+        if not resolved:
+            raise ValueError("ToolEnv needs at least one tool, e.g. ToolEnv(env, ['python'])")
         if max_tool_turns < 1:
             raise ValueError(f"max_tool_turns must be >= 1, got {max_tool_turns}")
-        names = [tool.name for tool in tools]
+        names = [tool.name for tool in resolved]
         if len(set(names)) != len(names):
             raise ValueError(f"tool names must be unique, got {names}")
-        super().__init__(env)
-        self.tool_map = {tool.name: tool for tool in tools}
+        self.tool_map: dict[str, Tool] = {tool.name: tool for tool in resolved}
+        self.format = tool_format(format)
         self.max_tool_turns = max_tool_turns
-        self._tool_turns = 0
-        low, high = getattr(env.unwrapped, "reward_range", (0.0, 1.0))
+        inner = env.max_turns
+        self.turn_limit = max_turns if max_turns is not None else (
+            None if inner is None else inner + max_tool_turns
+        )
+        if self.turn_limit is not None and self.turn_limit < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.turn_limit}")
+        self.turns = 0
+        self.tool_turns = 0
+        low, high = env.reward_range
         self._tool_reward = min(max(0.0, low), high)
 
     @property
-    def tools(self) -> list[dict[str, Any]]:
-        inner = getattr(self.env.unwrapped, "tools", [])
-        return [*inner, *(tool.schema for tool in self.tool_map.values())]
+    def own_tools(self) -> list[dict[str, Any]]:
+        """Schemas of the tools this wrapper adds."""
+        return [tool.schema for tool in self.tool_map.values()]
 
     @property
-    def system_prompt(self) -> str:
-        descriptions = "\n".join(
-            f"- {tool.name}: {tool.schema['function']['description']}"
-            for tool in self.tool_map.values()
-        )
-        instructions = TOOL_INSTRUCTIONS.format(descriptions=descriptions)
-        inner = getattr(self.env.unwrapped, "system_prompt", None)
+    def tools(self) -> list[dict[str, Any]]:
+        return [*self.env.tools, *self.own_tools]
+
+    @property
+    def tool_format(self) -> str:  # type: ignore[override]
+        return self.format.name
+
+    @property
+    def max_turns(self) -> int | None:  # type: ignore[override]
+        return self.turn_limit
+
+    @property
+    def system_prompt(self) -> str:  # type: ignore[override]
+        instructions = self.format.instructions(self.own_tools)
+        inner = self.env.system_prompt
         return f"{inner}\n\n{instructions}" if inner else instructions
+
+    def _start(self) -> None:
+        self.turns = self.tool_turns = 0
+        for tool in self.tool_map.values():
+            tool.reset()
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> ResetResult:
-        self._tool_turns = 0
-        for tool in self.tool_map.values():
-            tool.reset()
+        self._start()
         return self.env.reset(seed=seed, options=options)
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> ResetResult:
-        self._tool_turns = 0
-        for tool in self.tool_map.values():
-            tool.reset()
-        areset = getattr(self.env, "areset", None)
-        if areset is None:
-            return await asyncio.to_thread(self.env.reset, seed=seed, options=options)
-        return await areset(seed=seed, options=options)
+        self._start()
+        return await self.env.areset(seed=seed, options=options)
 
     def step(self, action: str) -> StepResult:
-        parsed = parse_tool_calls(action)
-        if not parsed.calls and not parsed.errors:
-            return self.env.step(action)
-        results = [
-            self.tool_map[call.name].call(call.arguments) if self._callable(call) else None
-            for call in parsed.calls
-        ]
-        return self._tool_step(parsed.calls, results, parsed.errors)
+        parsed = self._parse(action)
+        if not parsed:
+            return self._count(self.env.step(action))
+        outputs = [self.tool_map[call.name].call(call.arguments) if ok else error
+                   for call, ok, error in self._plan(parsed.calls)]
+        return self._tool_step(parsed, outputs)
 
     async def astep(self, action: str) -> StepResult:
-        parsed = parse_tool_calls(action)
-        if not parsed.calls and not parsed.errors:
-            astep = getattr(self.env, "astep", None)
-            if astep is None:
-                return await asyncio.to_thread(self.env.step, action)
-            return await astep(action)
-        results = []
-        for call in parsed.calls:
-            if self._callable(call):
-                results.append(await self.tool_map[call.name].acall(call.arguments))
-            else:
-                results.append(None)
-        return self._tool_step(parsed.calls, results, parsed.errors)
+        parsed = self._parse(action)
+        if not parsed:
+            return self._count(await self.env.astep(action))
+        outputs = []
+        for call, ok, error in self._plan(parsed.calls):
+            outputs.append(await self.tool_map[call.name].acall(call.arguments) if ok else error)
+        return self._tool_step(parsed, outputs)
 
-    def _callable(self, call: ToolCall) -> bool:
-        return call.name in self.tool_map and self._tool_turns < self.max_tool_turns
+    def _parse(self, action: str) -> ParsedToolCalls:
+        return self.format.parse(action, self.own_tools)
 
-    def _tool_step(
-        self, calls: list[ToolCall], results: list[str | None], errors: list[str]
-    ) -> StepResult:
-        self._tool_turns += 1
-        parts = []
-        for call, result in zip(calls, results, strict=True):
+    def _plan(self, calls: list[ToolCall]) -> list[tuple[ToolCall, bool, str]]:
+        """Each call with whether it runs, or the error it gets instead."""
+        self.tool_turns += 1
+        planned = []
+        for index, call in enumerate(calls):
             if call.name not in self.tool_map:
-                parts.append(f"unknown tool {call.name!r}; available: {sorted(self.tool_map)}")
-            elif result is None:
-                parts.append(
-                    f"no tool calls left ({self.max_tool_turns} used); give your answer instead"
-                )
+                error = f"error: unknown tool {call.name!r}; available: {sorted(self.tool_map)}"
+            elif self.tool_turns > self.max_tool_turns:
+                error = f"error: no tool calls left ({self.max_tool_turns} used); give your answer instead"
+            elif index >= MAX_CALLS_PER_ACTION:
+                error = f"error: at most {MAX_CALLS_PER_ACTION} tool calls per action; this one did not run"
             else:
-                parts.append(result)
-        parts += [f"error: {error}" for error in errors]
-        observation = "\n\n".join(parts)
-        info = {"role": "tool", "metrics": {"tool_calls": float(len(calls))}}
-        return observation, self._tool_reward, False, False, info
+                error = ""
+            planned.append((call, not error, error))
+        return planned
+
+    def _tool_step(self, parsed: ParsedToolCalls, outputs: list[str]) -> StepResult:
+        outputs = outputs + [f"error: {error}" for error in parsed.errors]
+        info = {
+            "role": "tool",
+            "tool_outputs": outputs,
+            "metrics": {"tool_calls": float(len(parsed.calls))},
+        }
+        return self._count(("\n\n".join(outputs), self._tool_reward, False, False, info))
+
+    def _count(self, result: StepResult) -> StepResult:
+        self.turns += 1
+        result = truncate_at_limit(result, self.turns, self.turn_limit)
+        if result[2] or result[3]:  # the episode ended: free per-episode tool state (a REPL)
+            for tool in self.tool_map.values():
+                tool.reset()
+        return result
+
+    def oracle(self) -> Policy:
+        """Compute with the python tool, then answer with its output (answer envs that have an
+        :meth:`~palaestra.envs.base.AnswerEnv.oracle_program`); else the env's own oracle."""
+        inner = self.env.unwrapped
+        program = inner.oracle_program() if isinstance(inner, AnswerEnv) else None
+        if program is None or "python" not in self.tool_map:
+            return self.env.oracle()
+        call = self.format.format(ToolCall("python", {"code": program}), self.own_tools)
+        answer = inner.format_answer
+        steps = iter([f"Let me compute it.\n{call}"])
+        return lambda observation: next(steps, None) or answer(observation.strip())
 
     def close(self) -> None:
         for tool in self.tool_map.values():

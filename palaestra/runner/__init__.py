@@ -1,6 +1,8 @@
-"""Rollouts: the async engine, gymnasium-style vector envs, token-level conversation building."""
+"""Rollouts: scheduling, playing an episode, env hosts, vector envs, token-level recording."""
 
-from palaestra.runner.rollout import DEFAULT_MAX_TURNS, Runner, RunStats
+from palaestra.runner.episode import DEFAULT_MAX_TURNS, EpisodePlayer
+from palaestra.runner.hosts import EnvHandle, EnvHost, LocalEnvHost
+from palaestra.runner.rollout import Runner, RunStats
 from palaestra.runner.tasks import Task, make_tasks
 from palaestra.runner.tokens import ChatTokenizer, TokenRecorder
 from palaestra.runner.vector import AsyncVectorEnv, SyncVectorEnv
@@ -9,6 +11,10 @@ __all__ = [
     "DEFAULT_MAX_TURNS",
     "AsyncVectorEnv",
     "ChatTokenizer",
+    "EnvHandle",
+    "EnvHost",
+    "EpisodePlayer",
+    "LocalEnvHost",
     "RunStats",
     "Runner",
     "SyncVectorEnv",

@@ -2,7 +2,7 @@
 
 Each worker is a one-process executor holding its envs in a dict, so every call of an
 episode reaches the process that holds its env. Episodes are spread over the workers
-least-loaded first.
+least-loaded first. Workers rebuild an env from its registered spec, wrapper stack included.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 import palaestra
 from palaestra.core.env import ResetResult, StepResult
 from palaestra.core.registry import EnvSpec, UnknownEnvError
+from palaestra.runner.tasks import Task
 
 _worker_envs: dict[int, Any] = {}
 _worker_free: dict[tuple, list[Any]] = {}
@@ -23,16 +24,21 @@ _worker_keys: dict[int, tuple] = {}
 
 
 def _remote_reset(
-    handle: int, spec: EnvSpec, kwargs: dict[str, Any], seed: int | None
+    handle: int,
+    spec: EnvSpec,
+    kwargs: dict[str, Any],
+    seed: int | None,
+    options: dict[str, Any] | None,
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    key = (spec.id, tuple(sorted(kwargs.items())))
-    free = _worker_free.setdefault(key, [])
-    env = free.pop() if free else _make_in_worker(spec, kwargs)
-    _worker_envs[handle] = env
-    _worker_keys[handle] = key
-    obs, info = env.reset(seed=seed)
-    meta = {"system_prompt": env.system_prompt, "tools": env.tools, "max_turns": env.max_turns}
-    return obs, info, meta
+    env = _worker_envs.get(handle)
+    if env is None:
+        key = (spec.id, tuple(sorted(kwargs.items())))
+        free = _worker_free.setdefault(key, [])
+        env = free.pop() if free else _make_in_worker(spec, kwargs)
+        _worker_envs[handle] = env
+        _worker_keys[handle] = key
+    obs, info = env.reset(seed=seed, options=options)
+    return obs, info, {name: getattr(env, name) for name in RemoteEnv.METADATA}
 
 
 def _make_in_worker(spec: EnvSpec, kwargs: dict[str, Any]) -> Any:
@@ -47,7 +53,11 @@ def _make_in_worker(spec: EnvSpec, kwargs: dict[str, Any]) -> Any:
         palaestra.spec(spec.id)
     except UnknownEnvError:
         palaestra.register(
-            spec.id, spec.entry_point, kwargs=dict(spec.kwargs), description=spec.description
+            spec.id,
+            spec.entry_point,
+            kwargs=dict(spec.kwargs),
+            description=spec.description,
+            wrappers=spec.wrappers,
         )
     return palaestra.make(spec.id, **kwargs)
 
@@ -64,37 +74,45 @@ def _remote_release(handle: int, reuse: bool) -> None:
 
 
 class RemoteEnv:
-    """The async face of one env living in a worker process (``areset``/``astep`` only)."""
+    """One env living in a worker process: an env handle (``areset``/``astep`` + metadata)."""
+
+    METADATA = ("system_prompt", "tools", "tool_format", "max_turns")
+    steps_inline = False
 
     def __init__(self, pool: ProcessEnvPool, worker: int, handle: int, spec: EnvSpec, kwargs: dict):
         self._pool, self._worker, self._handle = pool, worker, handle
         self._spec, self._kwargs = spec, kwargs
         self.system_prompt: str | None = None
         self.tools: list[dict[str, Any]] = []
+        self.tool_format = "hermes"
         self.max_turns: int | None = None
 
-    async def areset(self, *, seed: int | None = None) -> ResetResult:
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> ResetResult:
         obs, info, meta = await self._pool.call(
-            self._worker, _remote_reset, self._handle, self._spec, self._kwargs, seed
+            self._worker, _remote_reset, self._handle, self._spec, self._kwargs, seed, options
         )
-        self.system_prompt, self.tools, self.max_turns = (
-            meta["system_prompt"],
-            meta["tools"],
-            meta["max_turns"],
-        )
+        for name, value in meta.items():
+            setattr(self, name, value)
         return obs, info
 
     async def astep(self, action: str) -> StepResult:
         return await self._pool.call(self._worker, _remote_step, self._handle, action)
 
-    async def release(self, reuse: bool) -> None:
-        """Hand the env back to its worker (``reuse=False`` drops it, e.g. after a crash)."""
+    def release(self, reuse: bool) -> None:
+        """Hand the env back to its worker (``reuse=False`` drops it, e.g. after a crash).
+
+        Queued on the worker without waiting: its calls run in order, so the env is back
+        before the worker serves another call.
+        """
         self._pool.load[self._worker] -= 1
-        await self._pool.call(self._worker, _remote_release, self._handle, reuse)
+        self._pool.submit(self._worker, _remote_release, self._handle, reuse)
 
 
 class ProcessEnvPool:
-    """``workers`` processes that host envs; use as an async context manager or call ``close``."""
+    """An env host: ``workers`` processes that host envs; use as an async context manager or
+    call ``close``."""
 
     def __init__(self, workers: int):
         if workers < 1:
@@ -110,16 +128,23 @@ class ProcessEnvPool:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executors[worker], fn, *args)
 
-    def acquire(self, env_id: str, kwargs: dict[str, Any]) -> RemoteEnv:
+    def submit(self, worker: int, fn: Any, *args: Any) -> None:
+        """Queue a call on ``worker`` without waiting for it."""
+        self._executors[worker].submit(fn, *args)
+
+    def acquire(self, task: Task) -> RemoteEnv:
         """A handle to a fresh env slot on the least-loaded worker (reset it before use).
 
-        The env's spec must pickle: an entry point given as a ``"module:Class"`` string or
-        an importable class.
+        The env's spec must pickle: entry points (and wrappers) given as ``"module:Name"``
+        strings or importable classes.
         """
-        spec = palaestra.spec(env_id)
+        spec = palaestra.spec(task.env_id)
         worker = min(range(len(self.load)), key=self.load.__getitem__)
         self.load[worker] += 1
-        return RemoteEnv(self, worker, next(self._handles), spec, kwargs)
+        return RemoteEnv(self, worker, next(self._handles), spec, dict(task.env_kwargs))
+
+    def release(self, task: Task, handle: RemoteEnv, *, healthy: bool) -> None:
+        handle.release(healthy)
 
     def close(self) -> None:
         for executor in self._executors:

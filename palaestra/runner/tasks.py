@@ -10,12 +10,13 @@ _NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 
 
 class Task(NamedTuple):
-    """One episode to run: the env id, its kwargs, the reset seed.
+    """One episode to run: the env id, its kwargs, the reset seed and reset options.
 
-    Rollouts of one group share ``env_id``, ``env_kwargs`` and ``seed`` (the same task) and
-    differ in ``sample_index``, which seeds the agent's per-episode rng. Immutable, and a
-    named tuple rather than a frozen dataclass because runs build one per episode (three
-    times cheaper).
+    Rollouts of one group share ``env_id``, ``env_kwargs``, ``seed`` and ``options`` (the
+    same task) and differ in ``sample_index``, which seeds the agent's per-episode rng.
+    ``options`` go to ``reset``; ``{"index": i}`` asks a dataset env for row ``i``.
+    Immutable, and a named tuple rather than a frozen dataclass because runs build one per
+    episode (three times cheaper).
     """
 
     env_id: str
@@ -23,6 +24,7 @@ class Task(NamedTuple):
     env_kwargs: Mapping[str, Any] = _NO_KWARGS
     group_id: int | None = None
     sample_index: int = 0
+    options: Mapping[str, Any] | None = None
 
     @property
     def env_key(self) -> tuple[str, tuple[tuple[str, Any], ...]]:

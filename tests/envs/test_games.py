@@ -4,7 +4,7 @@ import palaestra
 from palaestra.envs.games.guess_the_number import GuessTheNumber
 from palaestra.envs.games.tic_tac_toe import best_moves, minimax_value, winner
 from palaestra.envs.games.wordle import feedback, solver_guess, word_list
-from tests.conftest import play_episode
+from palaestra.testing import play as play_episode
 
 # --- guess the number -------------------------------------------------------------------------
 
@@ -33,7 +33,7 @@ def test_guess_feedback_and_bad_guesses():
     observation, reward, terminated, truncated, info = env.step("no idea")
     assert terminated and not truncated and info["success"] is False and reward == 0.0
     assert str(secret) in observation
-    assert env.step("\\boxed{5}")[0].startswith("The game is over")
+    assert env.step("\\boxed{5}")[0].startswith("The episode is over")
 
 
 def test_guess_accepts_bare_numbers_and_signs():

@@ -6,9 +6,9 @@ import pytest
 
 import palaestra
 from palaestra.core.tool_calls import ToolCall, format_tool_call
-from palaestra.envs.python_tool import PythonTool
 from palaestra.envs.tool_env import ToolEnv
 from palaestra.sandboxes import LocalSandbox
+from palaestra.tools.python import PythonTool
 
 
 @pytest.fixture(scope="module")

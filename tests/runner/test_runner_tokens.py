@@ -25,7 +25,7 @@ def play(chat: ChatTokenizer, end_token: str, actions=ACTIONS, roles=("user",) *
         sequence = sequence + completion
         message = {"role": role, "content": observation}
         history += [{"role": "assistant", "content": action}, message]
-        sequence = sequence + chat.observation_ids(message, completion)
+        sequence = sequence + chat.observation_ids([message], completion)
     return sequence, history
 
 
@@ -88,7 +88,7 @@ def test_qwen3_keeps_reasoning_the_template_strips_from_earlier_turns(qwen3_toke
 
 def test_qwen3_enable_thinking_false_delta_ends_with_an_empty_think_block(qwen3_tokenizer):
     chat = ChatTokenizer(qwen3_tokenizer, template_kwargs={"enable_thinking": False})
-    delta = chat.observation_ids({"role": "user", "content": "hi"}, chat.encode("x<|im_end|>"))
+    delta = chat.observation_ids([{"role": "user", "content": "hi"}], chat.encode("x<|im_end|>"))
     assert qwen3_tokenizer.decode(delta) == (
         "\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
     )
@@ -102,11 +102,11 @@ def test_completion_cut_by_length_gets_the_end_of_turn_marker(request, fixture, 
     tokenizer = request.getfixturevalue(fixture)
     chat = ChatTokenizer(tokenizer)
     cut = chat.encode("\\boxed{2")  # no end-of-turn token: the engine hit max_tokens
-    delta = tokenizer.decode(chat.observation_ids({"role": "user", "content": "hi"}, cut))
+    delta = tokenizer.decode(chat.observation_ids([{"role": "user", "content": "hi"}], cut))
     assert delta.startswith(end_token)
     finished = chat.encode("\\boxed{2" + end_token)
     delta_finished = tokenizer.decode(
-        chat.observation_ids({"role": "user", "content": "hi"}, finished)
+        chat.observation_ids([{"role": "user", "content": "hi"}], finished)
     )
     assert delta == end_token + delta_finished
 
@@ -118,7 +118,7 @@ def test_recorder_masks_and_turn_indices(qwen25_tokenizer):
     prompt = list(recorder.start(episode, TASK))
     completion = chat.encode("\\boxed{25}<|im_end|>")
     recorder.add_action(episode, Action("\\boxed{25}", completion, [-0.5] * len(completion)), 0)
-    recorder.add_observation(episode, {"role": "user", "content": "higher"}, completion, 0)
+    recorder.add_observation(episode, [{"role": "user", "content": "higher"}], completion, 0)
     n_prompt, n_completion = len(prompt), len(completion)
     n_total = len(episode.token_ids)
     assert len(episode.loss_mask) == len(episode.logprobs) == len(episode.turn_index) == n_total
@@ -136,7 +136,7 @@ def test_recorder_can_train_on_observations(qwen25_tokenizer):
     episode = Episode(env_id="x:Y-v0", seed=0, task="")
     n_prompt = len(recorder.start(episode, TASK))
     completion = recorder.add_action(episode, Action("hi"), 0)  # no ids: encoded from text
-    recorder.add_observation(episode, {"role": "user", "content": "ok"}, completion, 0)
+    recorder.add_observation(episode, [{"role": "user", "content": "ok"}], completion, 0)
     assert episode.loss_mask[:n_prompt] == [0] * n_prompt
     assert set(episode.loss_mask[n_prompt:]) == {1}
     assert episode.logprobs[n_prompt:] == [0.0] * (len(episode.token_ids) - n_prompt)

@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from palaestra.envs.code.env import CodeDataset
-from palaestra.envs.python_tool import PythonTool
 from palaestra.sandboxes import Limits, LocalSandbox, make_sandbox, resolve_sandbox
 from palaestra.sandboxes.docker import WORKER_MEMORY_MB, container_config, split_stdout_frames
 from palaestra.sandboxes.e2b import _CappedText, resolve_api_key, run_command
+from palaestra.tools.python import PythonTool
 
 
 def test_container_config_maps_the_limits() -> None:

@@ -1,11 +1,18 @@
-"""Code family: HumanEval and local datasets, unit-test rewards, single- or multi-turn.
+"""Code family: HumanEval and local datasets, unit-test rewards, single- or multi-attempt.
 
-Every program runs in a sandbox (the shared local one unless ``sandbox=`` is given).
+``-Retry`` variants show failing tests and allow three attempts (``-MultiTurn``, the old
+name, is kept as an alias). Every program runs in a sandbox (the shared local one unless
+``sandbox=`` is given).
 """
 
-from palaestra.core.registry import register
+from palaestra.core.registry import Variant, register
+from palaestra.envs.base import RETRY_ATTEMPTS
 
-_VARIANTS = {"MultiTurn": {"max_turns": 3}}
+_RETRY = {"max_attempts": RETRY_ATTEMPTS}
+_VARIANTS = {
+    "Retry": _RETRY,
+    "MultiTurn": Variant(kwargs=_RETRY, description="alias of the -Retry variant"),
+}
 
 register("code:HumanEval-v0", "palaestra.envs.code.env:HumanEval", variants=_VARIANTS)
 register("code:Dataset-v0", "palaestra.envs.code.env:CodeDataset", variants=_VARIANTS)

@@ -18,13 +18,13 @@ may also come as ``"tests": [{"input": ..., "output": ...}]``. ``solution`` is o
 from __future__ import annotations
 
 import ast
-import gzip
-import json
 import threading
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
+
+from palaestra.tasks.files import read_problems
 
 SAMPLE_DATASET = Path(__file__).with_name("data") / "sample.jsonl"
 
@@ -111,24 +111,9 @@ def problem_from_record(record: dict[str, Any], index: int) -> CodeProblem:
 
 
 def load_problems(path: str | Path) -> list[CodeProblem]:
-    """Problems from a local ``.jsonl``, ``.jsonl.gz`` or ``.json`` file."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"dataset file {path} does not exist")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        text = handle.read()
-    if path.name.endswith((".jsonl", ".jsonl.gz")):
-        records = [json.loads(line) for line in text.splitlines() if line.strip()]
-    elif path.suffix == ".json":
-        records = json.loads(text)
-    else:
-        raise ValueError(
-            f"unsupported dataset format {path.name!r}; use .jsonl, .jsonl.gz or .json"
-        )
-    if not records:
-        raise ValueError(f"dataset file {path} has no problems")
-    return [problem_from_record(record, i) for i, record in enumerate(records)]
+    """Problems from a local ``.jsonl``, ``.json`` or gzip-compressed file (one loader for
+    every family: :mod:`palaestra.tasks.files`)."""
+    return read_problems(path, problem_from_record)
 
 
 def load_humaneval() -> list[CodeProblem]:

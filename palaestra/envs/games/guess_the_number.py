@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from palaestra.core.env import Policy, ResetResult, StepResult
-from palaestra.envs.games._common import TextGame, difficulty_preset, parse_move
+from palaestra.envs.base import TurnBasedEnv, difficulty_preset
+from palaestra.envs.games._common import parse_move
 
 PRESETS: dict[str, dict[str, int]] = {
     "easy": {"min_number": 1, "max_number": 20, "max_turns": 8},
@@ -22,7 +23,7 @@ SYSTEM_PROMPT = (
 )
 
 
-class GuessTheNumber(TextGame):
+class GuessTheNumber(TurnBasedEnv):
     """Find a secret integer; after each guess the env says whether it is higher or lower.
 
     Reward: 1 for the guess that hits the secret, 0 for every other step (also for malformed
@@ -30,6 +31,8 @@ class GuessTheNumber(TextGame):
     after ``max_turns`` guesses. Binary search always wins, in at most
     ``ceil(log2(max - min + 2))`` guesses.
     """
+
+    threaded_step = False
 
     system_prompt = SYSTEM_PROMPT
 

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from palaestra.core.env import Policy, ResetResult, StepResult
-from palaestra.envs.games._common import TextGame, difficulty_preset, parse_move
+from palaestra.envs.base import TurnBasedEnv, difficulty_preset
+from palaestra.envs.games._common import parse_move
 
 Board = tuple[str, ...]  # 9 cells, each "X", "O" or " "; cell i is square i + 1
 
@@ -84,7 +85,7 @@ def render_board(board: Board) -> str:
     return "\n---+---+---\n".join(rows)
 
 
-class TicTacToe(TextGame):
+class TicTacToe(TurnBasedEnv):
     """Tic-tac-toe against a minimax opponent that sometimes blunders into a random move.
 
     The opponent plays a random legal move with probability ``blunder_prob``. The agent plays X (moves first) or, with ``agent_first=False``, O. Reward at the end of
@@ -93,6 +94,8 @@ class TicTacToe(TextGame):
     when the agent did not lose: against the perfect opponent (``hard``) a draw is the best
     achievable result.
     """
+
+    threaded_step = False
 
     system_prompt = SYSTEM_PROMPT
 

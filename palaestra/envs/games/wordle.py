@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from palaestra.core.env import Policy, ResetResult, StepResult
-from palaestra.envs.games._common import TextGame, difficulty_preset, parse_move
+from palaestra.envs.base import TurnBasedEnv, difficulty_preset
+from palaestra.envs.games._common import parse_move
 
 WORD_LENGTH = 5
 OPENER = "raise"
@@ -59,7 +60,7 @@ def feedback(guess: str, secret: str) -> str:
     return "".join(marks)
 
 
-class Wordle(TextGame):
+class Wordle(TurnBasedEnv):
     """Find a secret five-letter word; each guess is answered with per-letter marks.
 
     Reward: 1 when the word is found, 0 for every other step. Guesses must be English words
@@ -67,6 +68,8 @@ class Wordle(TextGame):
     episode ends on the right word or after ``max_turns`` turns. Difficulty picks the answer
     pool (common words, or every accepted word) and the number of turns.
     """
+
+    threaded_step = False
 
     system_prompt = SYSTEM_PROMPT
 

@@ -11,8 +11,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from palaestra.envs.games._common import difficulty_preset
-from palaestra.envs.math._base import MathTask, MathTaskEnv
+from palaestra.envs.base import difficulty_preset
+from palaestra.envs.math._base import MathEnv
+from palaestra.tasks import Problem
 
 
 def format_fraction(value: Fraction) -> str:
@@ -26,9 +27,13 @@ def _int(rng: np.random.Generator, low: int, high: int) -> int:
     return int(rng.integers(low, high + 1))
 
 
-class ProceduralMathEnv(MathTaskEnv):
+class ProceduralMathEnv(MathEnv):
     """A generator with difficulty presets (``easy``/``medium``/``hard``) whose knobs can be
-    overridden one by one: ``Arithmetic("hard", num_terms=8)``."""
+    overridden one by one: ``Arithmetic("hard", num_terms=8)``.
+
+    Each problem is drawn from ``self.np_random`` (seeded by the reset seed); its
+    ``data["program"]`` is a Python program that prints the answer.
+    """
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
 
@@ -52,6 +57,13 @@ class ProceduralMathEnv(MathTaskEnv):
 
     def configure(self, **knobs: Any) -> None:
         """Validate and store the knobs (subclasses name theirs as keyword parameters)."""
+        raise NotImplementedError
+
+    def new_problem(self, seed: int | None, options: dict[str, Any]) -> Problem:
+        return self.generate(self.np_random)
+
+    def generate(self, rng: np.random.Generator) -> Problem:
+        """A new problem drawn from ``rng``."""
         raise NotImplementedError
 
 
@@ -80,8 +92,7 @@ class Arithmetic(ProceduralMathEnv):
         ):
             raise ValueError("need num_terms >= 2, max_value >= 1 and operators drawn from '+-*'")
 
-    def new_task(self, options: dict[str, Any]) -> MathTask:
-        rng = self.np_random
+    def generate(self, rng: np.random.Generator) -> Problem:
         expression = str(_int(rng, 1, self.max_value))
         for _ in range(self.num_terms - 1):
             op = self.operators[int(rng.integers(len(self.operators)))]
@@ -89,7 +100,8 @@ class Arithmetic(ProceduralMathEnv):
             if self.nested and rng.random() < 0.5:
                 expression = f"({expression})"
         value = _evaluate(expression)
-        return MathTask(f"Compute {expression}.", str(value), {"expression": expression})
+        data = {"expression": expression, "program": f"print({expression})"}
+        return Problem(f"Compute {expression}.", str(value), data=data)
 
 
 def _evaluate(expression: str) -> int:
@@ -150,16 +162,16 @@ class Fractions(ProceduralMathEnv):
         ):
             raise ValueError("need num_operands >= 2, max_denominator >= 2, operators from '+-*/'")
 
-    def _fraction(self) -> Fraction:
-        den = _int(self.np_random, 2, self.max_denominator)
-        return Fraction(_int(self.np_random, 1, den * 2), den)
+    def _fraction(self, rng: np.random.Generator) -> Fraction:
+        den = _int(rng, 2, self.max_denominator)
+        return Fraction(_int(rng, 1, den * 2), den)
 
-    def new_task(self, options: dict[str, Any]) -> MathTask:
-        value = self._fraction()
-        text = _latex(value)
+    def generate(self, rng: np.random.Generator) -> Problem:
+        value = self._fraction(rng)
+        text, python = _latex(value), _python(value)
         for index in range(self.num_operands - 1):
-            op = self.operators[int(self.np_random.integers(len(self.operators)))]
-            operand = self._fraction()
+            op = self.operators[int(rng.integers(len(self.operators)))]
+            operand = self._fraction(rng)
             value = {
                 "+": value + operand,
                 "-": value - operand,
@@ -170,8 +182,14 @@ class Fractions(ProceduralMathEnv):
             if index > 0:  # make the order of operations explicit
                 text = f"\\left({text}\\right)"
             text = f"{text} {symbol} {_latex(operand)}"
+            python = f"({python} {op} {_python(operand)})"
         question = f"Compute ${text}$ and simplify the result to lowest terms."
-        return MathTask(question, format_fraction(value), {"value": value})
+        program = f"from fractions import Fraction\nprint({python})"
+        return Problem(question, format_fraction(value), data={"value": value, "program": program})
+
+
+def _python(value: Fraction) -> str:
+    return f"Fraction({value.numerator}, {value.denominator})"
 
 
 def _latex(value: Fraction) -> str:
@@ -199,8 +217,8 @@ class LinearEquation(ProceduralMathEnv):
         if self.max_coefficient < 2:
             raise ValueError(f"max_coefficient must be >= 2, got {self.max_coefficient}")
 
-    def new_task(self, options: dict[str, Any]) -> MathTask:
-        rng, m = self.np_random, self.max_coefficient
+    def generate(self, rng: np.random.Generator) -> Problem:
+        m = self.max_coefficient
         c = _int(rng, -m, m) if self.both_sides else 0
         a = c
         while a == c:
@@ -214,8 +232,11 @@ class LinearEquation(ProceduralMathEnv):
         if d_value.denominator != 1:  # keep the written equation integral: scale everything
             scale = d_value.denominator
             a, b, c, d_value = a * scale, b * scale, c * scale, d_value * scale
-        question = f"Solve for $x$: ${_side(a, b)} = {_side(c, int(d_value))}$."
-        return MathTask(question, format_fraction(x), {"a": a, "b": b, "c": c, "d": int(d_value)})
+        d = int(d_value)
+        question = f"Solve for $x$: ${_side(a, b)} = {_side(c, d)}$."
+        program = f"from fractions import Fraction\nprint(Fraction({d} - ({b}), {a} - ({c})))"
+        data = {"a": a, "b": b, "c": c, "d": d, "program": program}
+        return Problem(question, format_fraction(x), data=data)
 
 
 def _side(coefficient: int, constant: int) -> str:
@@ -249,70 +270,72 @@ class WordProblem(ProceduralMathEnv):
         if self.max_value < 4 or not 1 <= self.steps <= 3:
             raise ValueError("need max_value >= 4 and 1 <= steps <= 3")
 
-    def new_task(self, options: dict[str, Any]) -> MathTask:
-        rng, m = self.np_random, self.max_value
+    def generate(self, rng: np.random.Generator) -> Problem:
+        m = self.max_value
         name = _NAMES[int(rng.integers(len(_NAMES)))]
         item = _ITEMS[int(rng.integers(len(_ITEMS)))]
         kind = int(rng.integers(4))
         if kind == 0:  # shopping
             count, price = _int(rng, 2, m // 2), _int(rng, 1, 20)
             sentences = [f"{name} buys {count} {item} at {price} dollars each."]
-            total = count * price
+            total, program = count * price, f"{count} * {price}"
             question = "How many dollars does " + name + " spend?"
             if self.steps >= 2:
                 extra = _int(rng, 1, m)
                 sentences.append(f"Then {name} pays {extra} dollars for shipping.")
-                total += extra
+                total, program = total + extra, f"{program} + {extra}"
             if self.steps >= 3:
                 coupon = _int(rng, 1, total)
                 sentences.append(f"A coupon takes {coupon} dollars off the bill.")
-                total -= coupon
+                total, program = total - coupon, f"{program} - {coupon}"
         elif kind == 1:  # sharing
             friends = _int(rng, 2, 9)
             each = _int(rng, 1, m // 2)
-            total = friends * each
-            sentences = [f"{name} shares {total} {item} equally among {friends} friends."]
+            sentences = [f"{name} shares {friends * each} {item} equally among {friends} friends."]
+            program = f"{friends * each} // {friends}"
             question = f"How many {item} does each friend get?"
             if self.steps >= 2:
                 kept = _int(rng, 1, each)
                 sentences.append(f"Each friend then gives {kept} of theirs away.")
-                each -= kept
+                each, program = each - kept, f"{program} - {kept}"
             if self.steps >= 3:
                 bonus = _int(rng, 1, m)
                 sentences.append(f"Afterwards each friend receives {bonus} more.")
-                each += bonus
+                each, program = each + bonus, f"{program} + {bonus}"
             total = each
         elif kind == 2:  # travel
             speed, hours = _int(rng, 2, m), _int(rng, 1, 9)
             sentences = [f"{name} drives at {speed} km per hour for {hours} hours."]
-            total = speed * hours
+            total, program = speed * hours, f"{speed} * {hours}"
             question = f"How many kilometres does {name} travel in total?"
             if self.steps >= 2:
                 more = _int(rng, 1, 5)
                 sentences.append(
                     f"After a break {name} drives {more} more hours at the same speed."
                 )
-                total += speed * more
+                total, program = total + speed * more, f"{program} + {speed} * {more}"
             if self.steps >= 3:
                 back = _int(rng, 1, total)
                 sentences.append(f"Then {name} drives {back} km back towards the start.")
                 question = f"How far from the start is {name} at the end, in kilometres?"
-                total -= back
+                total, program = total - back, f"{program} - {back}"
         else:  # savings
             start, weekly, weeks = _int(rng, 0, m), _int(rng, 1, m // 4 + 1), _int(rng, 1, 12)
             sentences = [
                 f"{name} has {start} dollars and saves {weekly} dollars every week for {weeks} weeks."
             ]
-            total = start + weekly * weeks
+            total, program = start + weekly * weeks, f"{start} + {weekly} * {weeks}"
             question = f"How many dollars does {name} have then?"
             if self.steps >= 2:
                 spend = _int(rng, 0, total)
                 sentences.append(f"Then {name} spends {spend} dollars on a gift.")
-                total -= spend
+                total, program = total - spend, f"{program} - {spend}"
             if self.steps >= 3:
                 sentences.append(f"Finally a relative doubles what {name} has left.")
-                total *= 2
+                total, program = total * 2, f"({program}) * 2"
         text = " ".join([*sentences, question])
-        return MathTask(
-            text, str(total), {"kind": ["shopping", "sharing", "travel", "savings"][kind]}
-        )
+        data = {
+            "kind": ["shopping", "sharing", "travel", "savings"][kind],
+            "program": f"print({program})",
+        }
+        return Problem(text, str(total), data=data)

@@ -1,15 +1,16 @@
 """Every reasoning-gym task as a palaestra env, graded by the task's own scorer.
 
 ``rg:<task>-v0`` is single-turn; ``rg:<task>-Retry-v0`` allows three attempts with feedback.
-Items are drawn by index from a reasoning-gym dataset (whose items are seeded per index),
-so the same reset seed gives the same problem; ``reset(options={"index": i})`` picks one.
+Items come by index from a reasoning-gym dataset (whose items are seeded per index); which
+item a reset serves follows :func:`palaestra.tasks.row_for_reset`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from palaestra.envs.math._base import MathTask, MathTaskEnv
+from palaestra.envs.math._base import MathEnv
+from palaestra.tasks import Problem, row_for_reset
 from palaestra.verifiers.extract import extract_answer
 
 INSTALL_HINT = "rg:* envs need reasoning-gym; install it with `pip install 'palaestra[rg]'`"
@@ -20,12 +21,12 @@ RG_SYSTEM_PROMPT = (
 )
 
 
-class ReasoningGymEnv(MathTaskEnv):
+class ReasoningGymEnv(MathEnv):
     """A reasoning-gym task; reward is reasoning-gym's ``score_answer`` in [0, 1].
 
     ``config`` goes to the task's config class (difficulty knobs such as ``min_terms``);
-    ``dataset_seed`` and ``size`` define the pool of items that reset seeds draw from (some
-    tasks build all items up front, so a larger pool costs start-up time).
+    ``dataset_seed`` and ``size`` define the pool of items that resets serve (some tasks
+    build all items up front, so a larger pool costs start-up time).
     """
 
     system_prompt = RG_SYSTEM_PROMPT
@@ -63,16 +64,14 @@ class ReasoningGymEnv(MathTaskEnv):
             )
         return self._dataset
 
-    def new_task(self, options: dict[str, Any]) -> MathTask:
-        index = options.get("index")
-        if index is None:
-            index = int(self.np_random.integers(self.size))
-        if not 0 <= index < self.size:
-            raise ValueError(f"index must be in [0, {self.size}), got {index}")
+    def new_problem(self, seed: int | None, options: dict[str, Any]) -> Problem:
+        index = row_for_reset(self.size, seed, options, self.np_random)
         entry = self._entry(index)
         answer = entry.get("answer")
         question = f"{entry['question']}\n\nGive your final answer inside <answer></answer> tags."
-        return MathTask(question, None if answer is None else str(answer), entry)
+        return Problem(
+            question, None if answer is None else str(answer), id=str(index), data=entry
+        )
 
     def _entry(self, index: int) -> dict[str, Any]:
         """Item ``index``, memoized: a few upstream generators (e.g. ``list_functions``) read
@@ -83,10 +82,10 @@ class ReasoningGymEnv(MathTaskEnv):
             self._entries[index] = self.dataset[index]
         return self._entries[index]
 
-    def score(self, action: str, task: MathTask) -> float:
+    def score(self, action: str, problem: Problem) -> float:
         answer = extract_answer(action, ("answer_tag", "boxed")) or action.strip()
         try:
-            return float(self.dataset.score_answer(answer, task.data))
+            return float(self.dataset.score_answer(answer, problem.data))
         except Exception:  # a scorer that chokes on garbage is a wrong answer, not a crash
             return 0.0
 

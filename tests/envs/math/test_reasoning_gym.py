@@ -64,5 +64,5 @@ def test_index_option_picks_an_item():
     a = palaestra.make("rg:chain_sum-v0")
     b = palaestra.make("rg:chain_sum-v0")
     assert a.reset(options={"index": 5})[0] == b.reset(seed=99, options={"index": 5})[0]
-    with pytest.raises(ValueError, match="index"):
+    with pytest.raises(IndexError, match="index"):
         a.reset(options={"index": -1})

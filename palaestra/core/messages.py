@@ -1,0 +1,145 @@
+"""Chat messages: the one place they are built (``DESIGN.md`` §3).
+
+palaestra's own form is plain chat messages: an assistant message holds exactly the text the
+policy wrote (tool calls included, in the env's tool-call format), and a tool result is a
+``{"role": "tool", "content": ...}`` message, one per call. Episodes, conversations, the
+runner's token recording and the Hugging Face agent use this form.
+
+OpenAI-compatible servers want another: an assistant message with structured ``tool_calls``
+(each with an id) and its text apart, and one tool message per call carrying the matching
+``tool_call_id``. :func:`to_openai_messages` converts to it and :func:`action_text` converts
+a server's reply back, both through the one tool-call serializer of
+:mod:`palaestra.core.tool_calls`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from palaestra.core.tool_calls import (
+    CLOSE_TAG,
+    OPEN_TAG,
+    ToolCall,
+    dump_arguments,
+    format_tool_call,
+    parse_tool_calls,
+)
+
+Message = dict[str, Any]
+"""A chat message: ``{"role": ..., "content": ...}`` (OpenAI form may add tool-call fields)."""
+
+_HERMES_BLOCK = re.compile(re.escape(OPEN_TAG) + r".*?" + re.escape(CLOSE_TAG), re.DOTALL)
+
+
+def opening_messages(system_prompt: str | None, task: str) -> list[Message]:
+    """The messages before the first action: the system prompt (if any), then the task."""
+    messages: list[Message] = []
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+    messages.append({"role": "user", "content": task})
+    return messages
+
+
+def observation_messages(
+    observation: str, role: str = "user", tool_outputs: Sequence[str] | None = None
+) -> list[Message]:
+    """An env's answer to one action as messages: one tool message per call output when the
+    env reports them (``info["tool_outputs"]``), else one message with the observation."""
+    if role == "tool" and tool_outputs:
+        return [{"role": "tool", "content": output} for output in tool_outputs]
+    return [{"role": role, "content": observation}]
+
+
+def turn_messages(
+    action: str,
+    observation: str,
+    *,
+    role: str = "user",
+    ended: bool = False,
+    tool_outputs: Sequence[str] | None = None,
+) -> list[Message]:
+    """One turn: the action, then the observation (left out when the episode ended on this
+    turn with nothing more to say)."""
+    messages: list[Message] = [{"role": "assistant", "content": action}]
+    if ended and not observation:
+        return messages
+    return messages + observation_messages(observation, role, tool_outputs)
+
+
+def to_openai_messages(messages: Sequence[Message]) -> list[Message]:
+    """palaestra messages -> OpenAI chat form (structured tool calls with ids).
+
+    Each assistant message's ``<tool_call>`` blocks become ``tool_calls`` with ids
+    ``call_<message>_<call>``; the tool messages that follow get those ids in order. A tool
+    message with no call left to answer is appended to the previous tool message, and tool
+    messages after an assistant message without calls (e.g. malformed ones) are sent as user
+    messages, so a strict server never sees a tool message without its call.
+    """
+    converted: list[Message] = []
+    pending: list[str] = []  # ids of the last assistant message's calls not yet answered
+    last_was_tool = False
+    for position, message in enumerate(messages):
+        role = message.get("role")
+        if role == "assistant":
+            converted.append(_openai_assistant(message, position))
+            pending = [call["id"] for call in converted[-1].get("tool_calls", [])]
+            last_was_tool = False
+        elif role == "tool" and pending:
+            converted.append(
+                {"role": "tool", "tool_call_id": pending.pop(0), "content": message["content"]}
+            )
+            last_was_tool = True
+        elif role == "tool" and last_was_tool:
+            converted[-1] = {
+                **converted[-1],
+                "content": f"{converted[-1]['content']}\n\n{message['content']}",
+            }
+        else:
+            converted.append({"role": "user" if role == "tool" else role, "content": message["content"]})
+            last_was_tool = False
+    return converted
+
+
+def _openai_assistant(message: Message, position: int) -> Message:
+    text = str(message.get("content") or "")
+    calls = parse_tool_calls(text).calls
+    if not calls:
+        return {"role": "assistant", "content": text}
+    content = _HERMES_BLOCK.sub("", text).strip()
+    return {
+        "role": "assistant",
+        "content": content or None,
+        "tool_calls": [
+            {
+                "id": f"call_{position}_{index}",
+                "type": "function",
+                "function": {"name": call.name, "arguments": dump_arguments(call.arguments)},
+            }
+            for index, call in enumerate(calls)
+        ],
+    }
+
+
+def action_text(message: Message) -> str:
+    """An OpenAI chat reply message -> the action text palaestra envs read.
+
+    Reasoning (``reasoning_content``) is kept inside ``<think>...</think>``; each structured
+    tool call is appended in the default tool-call format. Arguments that are not valid JSON
+    are passed on as a string, so the env can say what was wrong.
+    """
+    text = message.get("content") or ""
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if reasoning:
+        text = f"<think>{reasoning}</think>{text}"
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        arguments: Any = function.get("arguments") or "{}"
+        if isinstance(arguments, str):
+            with contextlib.suppress(json.JSONDecodeError):
+                arguments = json.loads(arguments)
+        text += format_tool_call(ToolCall(str(function.get("name")), arguments))
+    return text
