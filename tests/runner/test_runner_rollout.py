@@ -279,7 +279,7 @@ def test_turn_limit_truncates():
     )
     (episode,) = episodes
     assert episode.num_turns == 2
-    assert episode.turns[-1].truncated and episode.truncation_reason == "turn_limit"
+    assert episode.turns[-1].truncated and episode.truncation_reason == "runner_max_turns"
     assert episode.success is False
 
 
