@@ -141,7 +141,9 @@ def test_clip_cov_detaches_candidates_in_the_covariance_band() -> None:
     logp = COV_LOGP.clone().requires_grad_(True)
     # rho = 1 everywhere, so PPO clips nothing; the band [0.3, 1.0] holds tokens 0 and 2;
     # clip_ratio 0.5 of 4 tokens = 2 -> both are detached
-    chosen = clip_cov_tokens(logp, COV_LOGP, COV_ADV, COV_MASK, clip_ratio=0.5, cov_lb=0.3, cov_ub=1.0)
+    chosen = clip_cov_tokens(
+        logp, COV_LOGP, COV_ADV, COV_MASK, clip_ratio=0.5, cov_lb=0.3, cov_ub=1.0
+    )
     loss, no_grad = clip_cov_loss(logp, COV_LOGP, COV_ADV, chosen)
     assert loss.detach().tolist()[0] == approx([-1.0, -1.0, 1.0, -2.0])  # values kept: -A
     assert no_grad.tolist()[0] == [True, False, True, False]
