@@ -152,7 +152,7 @@ class PolicyUpdater:
                 "the batch has no tokens to train on (every loss_mask is 0); check that the "
                 "episodes carry policy tokens or that filters did not drop everything"
             )
-        batch = self._prepare(batch.to(self.device))
+        batch = self.prepare(batch.to(self.device))
         sums: dict[str, float] = defaultdict(float)
         tokens = 0
         losses: list[float] = []
@@ -253,7 +253,7 @@ class PolicyUpdater:
         padded = [nn.functional.pad(part, (0, batch.length - part.shape[1])) for part in parts]
         return torch.cat(padded, dim=0)
 
-    def _prepare(self, batch: TrainBatch) -> TrainBatch:
+    def prepare(self, batch: TrainBatch) -> TrainBatch:
         """Old logprobs the engine did not report filled from the learner, and the proximal
         logprobs of decoupled PPO: both from one forward pass at the start of the step."""
         if batch.complete and not self.config.decoupled:
