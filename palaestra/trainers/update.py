@@ -189,8 +189,8 @@ class PolicyUpdater:
 
         The loss is normalized by ``mini``'s own token/sequence counts and Clip-Cov/KL-Cov pick
         their tokens over all of ``mini``, so the accumulated gradient equals that of one pass
-        over ``mini`` whatever the micro-batch size. Old logprobs must be complete (see
-        :meth:`step`). Returns the loss, token-weighted sums of the metrics and the number of
+        over ``mini`` whatever the micro-batch size. ``mini`` must come from a batch that
+        went through :meth:`prepare`. Returns the loss, token-weighted sums of the metrics and the number of
         loss tokens.
         """
         loss_config, update_config = self.config.loss, self.config.update
@@ -254,8 +254,10 @@ class PolicyUpdater:
         return torch.cat(padded, dim=0)
 
     def prepare(self, batch: TrainBatch) -> TrainBatch:
-        """Old logprobs the engine did not report filled from the learner, and the proximal
-        logprobs of decoupled PPO: both from one forward pass at the start of the step."""
+        """``batch`` with the old logprobs the engine did not report filled from the learner,
+        and with decoupled PPO the proximal logprobs set to the learner's: both from one
+        forward pass at the start of the step (none when neither is needed).
+        :meth:`step` calls it."""
         if batch.complete and not self.config.decoupled:
             return batch
         learner = self.learner_logprobs(batch)

@@ -29,7 +29,7 @@ from palaestra.trainers import tiny  # noqa: E402
 from palaestra.trainers.batch import TrainBatch, build_batch  # noqa: E402
 from palaestra.trainers.config import TrainerConfig  # noqa: E402
 from palaestra.trainers.trainer import Trainer  # noqa: E402
-from palaestra.trainers.update import PolicyUpdater  # noqa: E402
+from palaestra.trainers.update import PolicyUpdater, sequence_logprobs  # noqa: E402
 from tests.trainers.factories import with_tokens  # noqa: E402
 from tests.trainers.faulty_envs import CRASHING_ID, NAN_REWARD_ID, register_faulty_envs  # noqa: E402
 from tests.trainers.letter_env import ENV_ID, register_once  # noqa: E402
@@ -156,6 +156,34 @@ def test_the_gradient_does_not_depend_on_the_micro_batch_size(
     torch.testing.assert_close(gradients[0], gradients[1], atol=1e-6, rtol=1e-4)
 
 
+# -- stale tokens under decoupled PPO -----------------------------------------------------------
+
+
+def test_stale_tokens_get_the_decoupled_ppo_gradient() -> None:
+    # The rollout logprobs lag the learner by up to +-0.5 (w = pi_prox / pi_behav in
+    # [0.6, 1.65], under the cap). Decoupled PPO's gradient on the first step is that of
+    # sum(-A * w * logp) / N with pi_prox = the learner's policy: every stale token counts,
+    # weighted. Clipping against the rollout policy instead zeroes the tokens whose ratio left
+    # [0.8, 1.2] and lets the others through unweighted.
+    model = tiny_qwen2()
+    batch = _stale_batch(model)
+    config = TrainerConfig(loss={"decoupled": True})
+    gradient = _gradient(copy.deepcopy(model), config, batch)
+
+    learner = PolicyUpdater(model, config).learner_logprobs(batch)
+    mask = batch.loss_mask > 0
+    weight = torch.where(mask, (learner - batch.old_logprobs).exp(), 0.0)
+    assert float(weight[mask].min()) > 0.5 and float(weight[mask].max()) < 2.0
+    logp, _ = sequence_logprobs(model.train(), batch.input_ids, batch.attention_mask)
+    surrogate = (torch.where(mask, -batch.advantages * weight * logp, 0.0)).sum() / mask.sum()
+    model.zero_grad()
+    surrogate.backward()
+    expected = torch.cat([p.grad.flatten() for p in model.parameters()])
+    torch.testing.assert_close(gradient, expected, atol=1e-6, rtol=1e-4)
+    stale_ppo = _gradient(copy.deepcopy(model), TrainerConfig(loss={"decoupled": False}), batch)
+    assert not torch.allclose(stale_ppo, expected, atol=1e-4, rtol=1e-2)
+
+
 # -- KL at the reference ----------------------------------------------------------------------
 
 
@@ -174,8 +202,11 @@ def test_kl_and_its_gradient_are_zero_at_the_reference(estimator: str) -> None:
 # -- nothing non-finite reaches the weights ---------------------------------------------------
 
 
+@pytest.mark.parametrize("max_grad_norm", [1.0, None], ids=["clipping", "no-clipping"])
 @pytest.mark.parametrize("field", ["advantages", "old_logprobs"])
-def test_a_non_finite_batch_is_skipped_and_leaves_the_weights(field: str) -> None:
+def test_a_non_finite_batch_is_skipped_and_leaves_the_weights(
+    field: str, max_grad_norm: float | None
+) -> None:
     model = tiny_qwen2()
     good = _stale_batch(model)
     values = getattr(good, field).clone()
@@ -183,7 +214,8 @@ def test_a_non_finite_batch_is_skipped_and_leaves_the_weights(field: str) -> Non
     values[row, col] = math.nan
     bad = dataclasses.replace(good, **{field: values})
     before = copy.deepcopy(model.state_dict())
-    updater = PolicyUpdater(model, TrainerConfig(update={"mini_batches": 2}))
+    optim = {"max_grad_norm": max_grad_norm}
+    updater = PolicyUpdater(model, TrainerConfig(optim=optim, update={"mini_batches": 2}))
     metrics = updater.step(bad)
     # the mini-batch holding the NaN is skipped, the other one is applied
     assert metrics["skipped_updates"] == 1.0 and updater.skipped_steps == 1
@@ -192,7 +224,7 @@ def test_a_non_finite_batch_is_skipped_and_leaves_the_weights(field: str) -> Non
     assert math.isfinite(metrics["loss"]) and math.isfinite(metrics["grad_norm"])
     # all in one mini-batch: nothing changes at all
     model.load_state_dict(before)
-    updater = PolicyUpdater(model, TrainerConfig())
+    updater = PolicyUpdater(model, TrainerConfig(optim=optim))
     metrics = updater.step(bad)
     assert metrics["skipped_updates"] == 1.0 and "loss" not in metrics
     for name, value in model.state_dict().items():
