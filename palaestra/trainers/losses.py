@@ -351,16 +351,22 @@ def compute_policy_loss(
         num_tokens=num_tokens,
         num_sequences=num_sequences,
     )
-    with torch.no_grad():
-        metrics["clip_fraction"] = float(masked_mean(no_grad_tokens.float(), mask))
-        metrics["ratio_mean"] = float(masked_mean(_ratio(logp, old_logp), mask))
-        # KL(pi_rollout || pi) from the rollout's own samples: E[rho - 1 - log rho], rho = pi/pi_rollout
-        metrics["approx_kl_rollout"] = float(
-            masked_mean(kl_penalty(behav_logp, logp.detach(), "k3"), mask)
-        )
-        if entropy is not None:
-            metrics["entropy"] = float(masked_mean(entropy.detach(), mask))
+    metrics.update(_ratio_metrics(logp.detach(), old_logp, behav_logp, no_grad_tokens, mask))
+    if entropy is not None:
+        metrics["entropy"] = float(masked_mean(entropy.detach(), mask))
     return PolicyLoss(loss=loss, metrics=metrics, num_tokens=int(active.sum()))
+
+
+def _ratio_metrics(
+    logp: Tensor, old_logp: Tensor, behav_logp: Tensor, no_grad_tokens: Tensor, mask: Tensor
+) -> dict[str, float]:
+    """Share of tokens without gradient, mean ratio, and KL(pi_rollout || pi) estimated from
+    the rollout's own samples as ``mean(rho - 1 - log rho)`` with ``rho = pi / pi_rollout``."""
+    return {
+        "clip_fraction": float(masked_mean(no_grad_tokens.float(), mask)),
+        "ratio_mean": float(masked_mean(_ratio(logp, old_logp), mask)),
+        "approx_kl_rollout": float(masked_mean(kl_penalty(behav_logp, logp, "k3"), mask)),
+    }
 
 
 def _policy_term(

@@ -190,8 +190,8 @@ class PolicyUpdater:
         The loss is normalized by ``mini``'s own token/sequence counts and Clip-Cov/KL-Cov pick
         their tokens over all of ``mini``, so the accumulated gradient equals that of one pass
         over ``mini`` whatever the micro-batch size. ``mini`` must come from a batch that
-        went through :meth:`prepare`. Returns the loss, token-weighted sums of the metrics and the number of
-        loss tokens.
+        went through :meth:`prepare`. Returns the loss, token-weighted sums of the metrics
+        and the number of loss tokens.
         """
         loss_config, update_config = self.config.loss, self.config.update
         num_tokens, num_sequences = mini.num_loss_tokens, mini.num_loss_sequences

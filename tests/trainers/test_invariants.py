@@ -31,7 +31,11 @@ from palaestra.trainers.config import TrainerConfig  # noqa: E402
 from palaestra.trainers.trainer import Trainer  # noqa: E402
 from palaestra.trainers.update import PolicyUpdater, sequence_logprobs  # noqa: E402
 from tests.trainers.factories import with_tokens  # noqa: E402
-from tests.trainers.faulty_envs import CRASHING_ID, NAN_REWARD_ID, register_faulty_envs  # noqa: E402
+from tests.trainers.faulty_envs import (  # noqa: E402
+    CRASHING_ID,
+    NAN_REWARD_ID,
+    register_faulty_envs,
+)
 from tests.trainers.letter_env import ENV_ID, register_once  # noqa: E402
 from tests.trainers.tiny_model import on_policy_episodes, tiny_qwen2  # noqa: E402
 
