@@ -43,6 +43,9 @@ class LossConfig(_Section):
     policy_loss: Literal["pg", "ppo_clip", "clip_cov", "kl_cov"] = "ppo_clip"
     eps_low: float = Field(0.2, ge=0.0, lt=1.0)
     eps_high: float = Field(0.2, ge=0.0, description="> eps_low is clip-higher (DAPO)")
+    dual_clip: float | None = Field(
+        None, gt=1.0, description="dual-clip PPO: no gradient for A < 0 once the ratio exceeds it"
+    )
     cov_ratio: float = Field(2e-4, ge=0.0, le=1.0, description="token fraction for Clip/KL-Cov")
     clip_cov_lb: float = 1.0
     clip_cov_ub: float = 5.0

@@ -101,12 +101,15 @@ def ppo_clip_loss(
     *,
     eps_low: float = 0.2,
     eps_high: float = 0.2,
+    dual_clip: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Per-token PPO-clip loss and a bool tensor of the tokens the clip made inactive.
 
     ``l = max(-A rho, -A clip(rho, 1 - eps_low, 1 + eps_high))``; ``eps_high > eps_low`` is
     DAPO's clip-higher. A token counts as clipped when the clipped term is strictly the larger,
     i.e. ``A > 0, rho > 1 + eps_high`` or ``A < 0, rho < 1 - eps_low`` (its gradient is zero).
+    With ``dual_clip = c > 1`` (dual-clip PPO, Ye et al. 2020; verl's ``clip_ratio_c``) a token
+    with ``A < 0`` also loses its gradient once ``rho > c``: ``l = min(l, -A c)``.
     """
     if not (0.0 <= eps_low < 1.0 and eps_high >= 0.0):
         raise ValueError(
@@ -115,7 +118,13 @@ def ppo_clip_loss(
     ratio = _ratio(logp, old_logp)
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1.0 - eps_low, 1.0 + eps_high)
-    return torch.maximum(unclipped, clipped), clipped > unclipped
+    loss, inactive = torch.maximum(unclipped, clipped), clipped > unclipped
+    if dual_clip is None:
+        return loss, inactive
+    if dual_clip <= 1.0:
+        raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
+    capped = (advantages < 0) & (loss > -advantages * dual_clip)
+    return torch.where(capped, (-advantages * dual_clip).expand_as(loss), loss), inactive | capped
 
 
 def token_covariance(logp: Tensor, advantages: Tensor, mask: Tensor) -> Tensor:
@@ -132,6 +141,7 @@ def clip_cov_tokens(
     *,
     eps_low: float = 0.2,
     eps_high: float = 0.2,
+    dual_clip: float | None = None,
     clip_ratio: float = 2e-4,
     cov_lb: float = 1.0,
     cov_ub: float = 5.0,
@@ -145,7 +155,7 @@ def clip_cov_tokens(
     """
     active = mask > 0
     _, ppo_clipped = ppo_clip_loss(
-        logp.detach(), old_logp, advantages, eps_low=eps_low, eps_high=eps_high
+        logp.detach(), old_logp, advantages, eps_low=eps_low, eps_high=eps_high, dual_clip=dual_clip
     )
     cov = token_covariance(logp, advantages, mask)
     candidates = active & ~ppo_clipped & (cov >= cov_lb) & (cov <= cov_ub)
@@ -182,6 +192,7 @@ def covariance_tokens(
             mask,
             eps_low=config.eps_low,
             eps_high=config.eps_high,
+            dual_clip=config.dual_clip,
             clip_ratio=config.cov_ratio,
             cov_lb=config.clip_cov_lb,
             cov_ub=config.clip_cov_ub,
@@ -200,12 +211,13 @@ def clip_cov_loss(
     *,
     eps_low: float = 0.2,
     eps_high: float = 0.2,
+    dual_clip: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Clip-Cov: PPO-clip with the gradient of the ``detached`` tokens (from
     :func:`clip_cov_tokens`) removed; they keep their loss value. Returns the per-token loss
     and the bool tensor of tokens without gradient (PPO-clipped or detached)."""
     loss, ppo_clipped = ppo_clip_loss(
-        logp, old_logp, advantages, eps_low=eps_low, eps_high=eps_high
+        logp, old_logp, advantages, eps_low=eps_low, eps_high=eps_high, dual_clip=dual_clip
     )
     return torch.where(detached, loss.detach(), loss), ppo_clipped | detached
 
@@ -380,15 +392,12 @@ def _policy_term(
     if config.policy_loss == "pg":
         loss = policy_gradient_loss(logp, old_logp, advantages)
         return loss, torch.zeros_like(loss, dtype=torch.bool)
+    clip = {"eps_low": config.eps_low, "eps_high": config.eps_high, "dual_clip": config.dual_clip}
     if config.policy_loss == "ppo_clip":
-        return ppo_clip_loss(
-            logp, old_logp, advantages, eps_low=config.eps_low, eps_high=config.eps_high
-        )
+        return ppo_clip_loss(logp, old_logp, advantages, **clip)
     if config.policy_loss == "clip_cov":
         assert cov_tokens is not None
-        return clip_cov_loss(
-            logp, old_logp, advantages, cov_tokens, eps_low=config.eps_low, eps_high=config.eps_high
-        )
+        return clip_cov_loss(logp, old_logp, advantages, cov_tokens, **clip)
     if config.policy_loss == "kl_cov":
         assert cov_tokens is not None
         loss = kl_cov_loss(logp, old_logp, advantages, cov_tokens, coef=config.kl_cov_coef)

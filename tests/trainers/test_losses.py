@@ -119,6 +119,24 @@ def test_clip_higher_lets_positive_tokens_grow_further() -> None:
     assert float(higher[0, 0].detach()) == approx(-1.5)
 
 
+def test_dual_clip_bounds_a_negative_advantage_token_with_a_large_ratio() -> None:
+    # A = -1 with rho = 50: plain PPO-clip's loss is 50 and its gradient 50; dual-clip with
+    # c = 3 caps the loss at 3 and removes the gradient. Positive-advantage and low-ratio
+    # tokens are untouched.
+    old = torch.full((1, 3), -2.0)
+    logp = (old + torch.tensor([[math.log(50.0), math.log(50.0), math.log(2.0)]])).requires_grad_()
+    advantages = torch.tensor([[-1.0, 1.0, -1.0]])
+    plain, _ = ppo_clip_loss(logp, old, advantages)
+    assert float(plain[0, 0]) == approx(50.0)
+    loss, inactive = ppo_clip_loss(logp, old, advantages, dual_clip=3.0)
+    assert loss.detach().tolist()[0] == approx([3.0, -1.2, 2.0])
+    assert inactive.tolist()[0] == [True, True, False]
+    loss.sum().backward()
+    assert logp.grad.tolist()[0] == approx([0.0, 0.0, 2.0])
+    with pytest.raises(ValueError, match="dual_clip must be > 1"):
+        ppo_clip_loss(logp, old, advantages, dual_clip=1.0)
+
+
 def test_ppo_clip_rejects_bad_bounds() -> None:
     logp, old = _logp_pair()
     with pytest.raises(ValueError, match="eps_low < 1"):
