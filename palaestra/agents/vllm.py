@@ -2,6 +2,11 @@
 
 Token-in, token-out: the prompt goes in as ``Conversation.prompt_ids`` and the sampled ids and
 logprobs come back unchanged. Many episodes act at once and vLLM batches them.
+
+The logprobs are those of the distribution the token was sampled from: vLLM reports the model's
+raw logprobs (before temperature) unless its engine is told otherwise, so the agent starts it
+with ``logprobs_mode="processed_logprobs"``. With ``top_p < 1`` that distribution is the
+renormalized nucleus, which a trainer that scores tokens without top-p does not reproduce.
 """
 
 from __future__ import annotations
@@ -39,6 +44,10 @@ class PushTiming:
         return self.write_s + self.transfer_s + self.load_s + self.cache_reset_s
 
 
+SAMPLED_LOGPROBS = "processed_logprobs"
+"""vLLM's ``logprobs_mode`` whose logprobs are taken after temperature scaling."""
+
+
 class VLLMAgent:
     """Wraps ``vllm.v1.engine.async_llm.AsyncLLM`` for a local model path.
 
@@ -67,6 +76,8 @@ class VLLMAgent:
         # The extension gives every worker a method for in-place weight updates; vLLM calls it
         # by name, so nothing but tensors crosses the process boundary.
         engine_kwargs.setdefault("worker_extension_cls", f"{__name__}.WeightUpdateExtension")
+        # logprobs after temperature (and top-k/top-p): those of the sampled distribution
+        engine_kwargs.setdefault("logprobs_mode", SAMPLED_LOGPROBS)
         self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=model, **engine_kwargs))
         self._request_ids = itertools.count()
 

@@ -10,6 +10,7 @@ from palaestra.trainers.config import TrainerConfig
 from palaestra.trainers.filters import (
     apply_filters,
     apply_token_budget,
+    drop_nonfinite,
     drop_stale,
     drop_uniform_groups,
     keep_accuracy_band,
@@ -22,6 +23,7 @@ __all__ = [
     "apply_token_budget",
     "compute_advantages",
     "discounted_returns",
+    "drop_nonfinite",
     "drop_stale",
     "drop_uniform_groups",
     "keep_accuracy_band",

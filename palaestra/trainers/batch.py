@@ -27,9 +27,13 @@ from palaestra.core.types import Episode
 class TrainBatch:
     """Padded token-level tensors of a batch of episodes.
 
-    ``loss_mask`` (float) is 1 on the tokens the loss sees; ``has_old_logprobs`` (bool) marks
-    tokens whose ``old_logprobs`` came from the rollout engine (policy tokens). When env tokens
-    are trained on, their old logprobs must be recomputed before the update.
+    ``loss_mask`` (float) is 1 on the tokens the loss sees; ``old_logprobs`` are the logprobs
+    of the policy that sampled each token (the rollout, or behaviour, policy) and
+    ``has_old_logprobs`` (bool) marks the tokens whose logprob the rollout engine reported.
+    Tokens the loss sees without one (env tokens trained on, actions of an engine that gives
+    no logprobs) get theirs from the learner before the update (:meth:`with_old_logprobs`).
+    ``prox_logprobs`` are the proximal policy's (decoupled PPO); they equal ``old_logprobs``
+    until :meth:`with_prox_logprobs` sets them.
     """
 
     input_ids: Tensor
@@ -38,6 +42,7 @@ class TrainBatch:
     old_logprobs: Tensor
     advantages: Tensor
     has_old_logprobs: Tensor
+    prox_logprobs: Tensor
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
@@ -58,21 +63,45 @@ class TrainBatch:
         length = max(int(self.attention_mask[index].sum(dim=-1).max()), 1) if len(index) else 1
         return TrainBatch(**{f.name: getattr(self, f.name)[index, :length] for f in fields(self)})
 
-    def micro_batches(self, size: int) -> Iterator[TrainBatch]:
-        """Consecutive chunks of ``size`` sequences, each trimmed to its own longest sequence."""
+    @property
+    def length(self) -> int:
+        """Tokens per row (the padded length)."""
+        return int(self.input_ids.shape[1])
+
+    def row_chunks(self, size: int) -> list[range]:
+        """The rows of consecutive chunks of ``size`` sequences."""
         if size <= 0:
             raise ValueError(f"micro-batch size must be positive, got {size}")
-        for start in range(0, len(self), size):
-            yield self.select(range(start, min(start + size, len(self))))
+        return [range(start, min(start + size, len(self))) for start in range(0, len(self), size)]
+
+    def micro_batches(self, size: int) -> Iterator[TrainBatch]:
+        """Consecutive chunks of ``size`` sequences, each trimmed to its own longest sequence."""
+        for rows in self.row_chunks(size):
+            yield self.select(rows)
 
     def to(self, device: torch.device | str) -> TrainBatch:
         """The batch on ``device``."""
         return TrainBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
+    @property
+    def complete(self) -> bool:
+        """Whether every token the loss sees has an old logprob."""
+        return not bool(((self.loss_mask > 0) & ~self.has_old_logprobs).any())
+
     def with_old_logprobs(self, old_logprobs: Tensor) -> TrainBatch:
-        """A copy whose missing old logprobs are filled from ``old_logprobs`` (same shape)."""
+        """A copy whose missing old logprobs are filled from ``old_logprobs`` (same shape);
+        the proximal logprobs follow them."""
         filled = torch.where(self.has_old_logprobs, self.old_logprobs, old_logprobs)
-        return replace(self, old_logprobs=filled, has_old_logprobs=torch.ones_like(filled).bool())
+        return replace(
+            self,
+            old_logprobs=filled,
+            has_old_logprobs=torch.ones_like(filled).bool(),
+            prox_logprobs=filled,
+        )
+
+    def with_prox_logprobs(self, prox_logprobs: Tensor) -> TrainBatch:
+        """A copy with the proximal policy's logprobs (same shape)."""
+        return replace(self, prox_logprobs=prox_logprobs)
 
 
 def build_batch(
@@ -87,7 +116,10 @@ def build_batch(
     With ``train_on_env_tokens=False`` (the default) the loss sees exactly the tokens whose
     ``Episode.loss_mask`` is 1 (the policy's own tokens). With ``True`` it also sees every
     env/tool token after the prompt (``turn_index >= 0``), as in the unmasked ablations of
-    tool-integrated reasoning.
+    tool-integrated reasoning. Rollout logprobs count as given only on the action tokens of
+    turns whose ``Turn.logprobs`` cover every one of their ``Turn.token_ids``
+    (:func:`engine_logprob_mask`); a logprob the runner recorded as a placeholder is never
+    taken for the policy's.
     """
     if not episodes:
         raise ValueError("cannot build a training batch from zero episodes")
@@ -116,7 +148,7 @@ def build_batch(
         attention_mask[row, :n] = 1
         old_logprobs[row, :n] = torch.tensor(episode.logprobs, dtype=torch.float32)
         token_advantages[row, :n] = per_turn[turn_index + 1]  # turn -1 (prompt) -> 0
-        has_old_logprobs[row, :n] = policy
+        has_old_logprobs[row, :n] = torch.tensor(engine_logprob_mask(episode)) & policy
         trained = policy | (turn_index >= 0) if train_on_env_tokens else policy
         loss_mask[row, :n] = trained.float()
     loss_mask[:, 0] = 0.0  # nothing predicts the first token
@@ -127,7 +159,29 @@ def build_batch(
         old_logprobs=old_logprobs,
         advantages=token_advantages,
         has_old_logprobs=has_old_logprobs,
+        prox_logprobs=old_logprobs,
     )
+
+
+def engine_logprob_mask(episode: Episode) -> list[bool]:
+    """Per token of ``episode``, whether its logprob was reported by the rollout engine.
+
+    Turn t's tokens (``turn_index == t``) start with its action; when ``Turn.logprobs`` has
+    one value per ``Turn.token_ids``, the first ``len(Turn.token_ids)`` of them are the
+    engine's. Prompt and observation tokens, and actions an engine gave no logprobs for (the
+    runner records 0.0 there), are False.
+    """
+    engine = [False] * len(episode.token_ids)
+    starts: dict[int, int] = {}
+    for position, turn in enumerate(episode.turn_index):
+        starts.setdefault(turn, position)
+    for t, turn in enumerate(episode.turns):
+        if t not in starts or not turn.token_ids or len(turn.logprobs) != len(turn.token_ids):
+            continue
+        end = min(starts[t] + len(turn.token_ids), len(engine))
+        for position in range(starts[t], end):
+            engine[position] = episode.turn_index[position] == t
+    return engine
 
 
 def _check_episode(index: int, episode: Episode, episode_advantages: Sequence[float]) -> None:

@@ -9,12 +9,20 @@ Unknown keys are errors (a typo must not silently fall back to a default).
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from palaestra.trainers.advantages import GROUPED_ESTIMATORS
+from palaestra.trainers.advantages import DISCOUNTED_ESTIMATORS, GROUPED_ESTIMATORS
 
 
 class _Section(BaseModel):
@@ -35,14 +43,39 @@ class LossConfig(_Section):
     policy_loss: Literal["pg", "ppo_clip", "clip_cov", "kl_cov"] = "ppo_clip"
     eps_low: float = Field(0.2, ge=0.0, lt=1.0)
     eps_high: float = Field(0.2, ge=0.0, description="> eps_low is clip-higher (DAPO)")
+    dual_clip: float | None = Field(
+        None, gt=1.0, description="dual-clip PPO: no gradient for A < 0 once the ratio exceeds it"
+    )
     cov_ratio: float = Field(2e-4, ge=0.0, le=1.0, description="token fraction for Clip/KL-Cov")
     clip_cov_lb: float = 1.0
     clip_cov_ub: float = 5.0
     kl_cov_coef: float = Field(1.0, ge=0.0)
     kl_coef: float = Field(0.0, ge=0.0, description="weight of KL to the reference policy")
-    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    kl_estimator: Literal["k2", "k3"] = Field(
+        "k2", description="k2: gradient of KL(pi||ref); k3 (verl, TRL): of KL(ref||pi)"
+    )
     entropy_coef: float = Field(0.0, ge=0.0)
-    aggregation: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = "token-mean"
+    aggregation: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = Field(
+        "token-mean", description="the trainer config picks seq-mean-token-sum for drgrpo"
+    )
+    decoupled: bool | None = Field(
+        None,
+        description="decoupled PPO: clip against the learner's policy at the start of the "
+        "update and importance-weight the rollout policy (AReaL); null: on in async mode",
+    )
+    behav_weight_cap: float = Field(
+        5.0, gt=1.0, description="decoupled PPO leaves out tokens with pi_prox/pi_behav above this"
+    )
+
+    @field_validator("kl_estimator", mode="before")
+    @classmethod
+    def _refuse_k1(cls, value: Any) -> Any:
+        if value == "k1":
+            raise ValueError(
+                "k1 as a loss adds gradient noise even where the policy equals the reference "
+                "(its gradient is grad logp); use k2 (the gradient of KL(pi || ref)) or k3"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check_cov_bounds(self) -> LossConfig:
@@ -56,7 +89,9 @@ class LossConfig(_Section):
 class FilterConfig(_Section):
     """Batch filters (see :mod:`palaestra.trainers.filters`)."""
 
-    drop_uniform_groups: bool = Field(False, description="drop groups whose returns are all equal")
+    drop_uniform_groups: bool = Field(
+        False, description="drop groups whose advantages (under the estimator in use) are all 0"
+    )
     accuracy_band: tuple[float, float] | None = Field(
         None, description="keep groups whose success rate lies in [low, high]"
     )
@@ -175,14 +210,56 @@ class TrainerConfig(_Section):
     update: UpdateConfig = UpdateConfig()
     log: LogConfig = LogConfig()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _drgrpo_aggregation(cls, data: Any) -> Any:
+        """Dr. GRPO is its estimator plus no length normalization: unless the loss names an
+        aggregation, ``drgrpo`` gets ``seq-mean-token-sum``."""
+        if not isinstance(data, dict) or _get(data.get("advantage"), "estimator") != "drgrpo":
+            return data
+        loss = data.get("loss")
+        if isinstance(loss, LossConfig):
+            if "aggregation" not in loss.model_fields_set:
+                loss = loss.model_copy(update={"aggregation": "seq-mean-token-sum"})
+        else:
+            loss = {"aggregation": "seq-mean-token-sum", **(loss or {})}
+        return {**data, "loss": loss}
+
     @model_validator(mode="after")
-    def _check_groups(self) -> TrainerConfig:
-        if self.advantage.estimator in GROUPED_ESTIMATORS and self.rollout.group_size < 2:
+    def _check_advantage(self) -> TrainerConfig:
+        estimator = self.advantage.estimator
+        if estimator in GROUPED_ESTIMATORS and self.rollout.group_size < 2:
             raise ValueError(
-                f"estimator {self.advantage.estimator!r} compares episodes of one task; "
+                f"estimator {estimator!r} compares episodes of one task; "
                 "set rollout.group_size >= 2"
             )
+        if estimator not in DISCOUNTED_ESTIMATORS and self.advantage.gamma != 1.0:
+            raise ValueError(
+                f"estimator {estimator!r} uses the plain sum of an episode's rewards, so "
+                f"advantage.gamma ({self.advantage.gamma}) would have no effect; set it to 1 or "
+                f"use {', '.join(sorted(DISCOUNTED_ESTIMATORS))}"
+            )
+        if self.filters.drop_uniform_groups and estimator not in GROUPED_ESTIMATORS:
+            raise ValueError(
+                "filters.drop_uniform_groups drops groups whose group-relative advantages are "
+                f"all 0; estimator {estimator!r} is not group-relative (use one of "
+                f"{', '.join(sorted(GROUPED_ESTIMATORS))})"
+            )
+        if estimator == "drgrpo" and self.loss.aggregation != "seq-mean-token-sum":
+            warnings.warn(
+                f"drgrpo with loss.aggregation {self.loss.aggregation!r} is not Dr. GRPO, "
+                "which does not normalize by length (seq-mean-token-sum)",
+                stacklevel=2,
+            )
         return self
+
+    @property
+    def decoupled(self) -> bool:
+        """Whether the update uses decoupled PPO: ``loss.decoupled``, or by default whether
+        rollouts may be stale (``rollout.max_staleness > 0``)."""
+        if self.loss.decoupled is not None:
+            return self.loss.decoupled
+        return self.rollout.max_staleness > 0
 
     @model_validator(mode="after")
     def _check_held_out(self) -> TrainerConfig:
@@ -216,6 +293,11 @@ class TrainerConfig(_Section):
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
         return text
+
+
+def _get(section: Any, key: str) -> Any:
+    """``key`` of a config section given as a dict or as a model."""
+    return section.get(key) if isinstance(section, dict) else getattr(section, key, None)
 
 
 def _import_yaml() -> Any:

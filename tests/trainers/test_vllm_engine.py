@@ -15,8 +15,10 @@ torch = pytest.importorskip("torch", reason="the trainer needs torch (extra 'tra
 from palaestra.agents.base import Conversation, Sampling  # noqa: E402
 from palaestra.runner import Runner, make_tasks  # noqa: E402
 from palaestra.trainers import tiny  # noqa: E402
+from palaestra.trainers.batch import build_batch  # noqa: E402
+from palaestra.trainers.config import TrainerConfig  # noqa: E402
 from palaestra.trainers.engines import VLLMEngine  # noqa: E402
-from palaestra.trainers.update import sequence_logprobs  # noqa: E402
+from palaestra.trainers.update import PolicyUpdater, sequence_logprobs  # noqa: E402
 from tests.trainers.letter_env import ENV_ID, register_once  # noqa: E402
 
 KV_BLOCK = 32  # vLLM's KV-cache block size here (CPU default: 128)
@@ -83,3 +85,48 @@ def test_vllm_rollouts_follow_pushed_weights(tmp_path: Path) -> None:
     assert _episode_gap(second, after) < 1e-3, "the push must reach the next generation"
     assert _episode_gap(second, before) > 1e-2
     assert _completion_gap(long_prompt, second_long, after) < 1e-3, "stale prefix-cache KV"
+
+
+@pytest.mark.slow
+def test_vllm_logprobs_are_those_of_the_distribution_sampled(tmp_path: Path) -> None:
+    """At temperature 0.7 the recorded logprobs are the tempered ones, so the first update's
+    ratios on policy tokens are 1 (vLLM's default reports the logprobs before temperature)."""
+    register_once()
+    tokenizer = tiny.train_tokenizer(["Write a few lowercase letters.", "Again."], vocab_size=280)
+    model = tiny.tiny_qwen2(len(tokenizer), seed=0)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    temperature = 0.7
+    engine = VLLMEngine(
+        str(tmp_path),
+        Sampling(max_tokens=8, temperature=temperature),
+        enforce_eager=True,
+        dtype="float32",
+        gpu_memory_utilization=0.1,
+        block_size=KV_BLOCK,
+    )
+
+    async def rollouts():
+        episodes = await Runner(engine.agent).collect(make_tasks([ENV_ID], range(4), group_size=2))
+        await engine.agent.aclose()
+        return episodes
+
+    episodes = asyncio.run(rollouts())
+    assert all(e.error is None for e in episodes)
+    batch = build_batch(episodes, [[1.0] * e.num_turns for e in episodes])
+    policy = batch.loss_mask > 0
+    assert bool(batch.has_old_logprobs[policy].all())
+    config = TrainerConfig(update={"temperature": temperature})
+    updater = PolicyUpdater(model, config)
+    ratio = (updater.learner_logprobs(batch) - batch.old_logprobs).exp()[policy]
+    assert float((ratio - 1).abs().max()) < 1e-3
+    untempered = PolicyUpdater(model, TrainerConfig()).learner_logprobs(batch)[policy]
+    assert float((untempered - batch.old_logprobs[policy]).abs().max()) > 1e-2
+    metrics = updater.step(batch)
+    assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-3)
+    assert metrics["clip_fraction"] == 0.0
+
+
+def test_the_vllm_engine_refuses_untempered_logprobs() -> None:
+    with pytest.raises(ValueError, match="logprobs of the sampled distribution"):
+        VLLMEngine("unused", Sampling(), logprobs_mode="raw_logprobs")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 from transformers import Qwen2ForCausalLM
 
@@ -11,7 +9,7 @@ from palaestra.core.types import Episode
 from palaestra.trainers import tiny
 from palaestra.trainers.batch import TrainBatch
 from palaestra.trainers.update import sequence_logprobs
-from tests.trainers.factories import episode
+from tests.trainers.factories import episode, with_tokens
 
 VOCAB_SIZE = 64
 
@@ -31,7 +29,7 @@ def on_policy_episodes(model, turns_per_episode: list[int], seed: int = 0) -> li
         with torch.no_grad():
             logp, _ = sequence_logprobs(model, ids[None], torch.ones_like(ids)[None])
         logprobs = [float(lp) if m else 0.0 for lp, m in zip(logp[0], shape.loss_mask, strict=True)]
-        episodes.append(dataclasses.replace(shape, token_ids=ids.tolist(), logprobs=logprobs))
+        episodes.append(with_tokens(shape, ids.tolist(), logprobs))
     return episodes
 
 
