@@ -29,9 +29,10 @@ policy: MATH's own checker treats ``10, 4, -2`` and ``4, 10, -2`` as different).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 from palaestra.verifiers.extract import boxed_contents, last_tagged
 from palaestra.verifiers.worker import WorkerError, WorkerPool, WorkerTimeout
@@ -55,7 +56,8 @@ _INSTALL_HINT = (
 # --- clean-up ----------------------------------------------------------------------------
 
 _DELIMITERS = re.compile(r"\\[()\[\]]|\$")
-_MATH_THOUSANDS = re.compile(r"(?<=\d)(?:\{,\}|,\\!\s*)(?=\d{3})")
+_MATH_THOUSANDS = re.compile(r"(?<=\d)(?:\{,\}|,\\!\s*)(?=\d{3}(?!\d))")
+_SPACE_THOUSANDS = re.compile(r"(?<=\d)\\[,;: ](?=\d{3}(?!\d))")
 _SPACING = re.compile(r"\\[!,;: ]|\\(?:displaystyle|left|right|bigl|bigr|Bigl|Bigr)\b|~")
 _TEXT_WRAPPER = re.compile(
     r"\\(?:text|textbf|textit|textrm|textnormal|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}"
@@ -81,7 +83,7 @@ def clean_latex(answer: str) -> str:
     '(\\frac{1}{2}, 10,000)'
     """
     text = answer.strip().replace("\\$", "")
-    text = _MATH_THOUSANDS.sub(",", text)
+    text = _SPACE_THOUSANDS.sub("", _MATH_THOUSANDS.sub(",", text))
     text = _DELIMITERS.sub("", text)
     text = _SPACING.sub(" ", text)
     text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\%", "%")
@@ -278,16 +280,16 @@ def _joined_digits(extracted: str) -> str | None:
     return "".join([*parts, extracted[last:]])
 
 
-def _readings(completion: str) -> list[tuple[list, str | None]]:
-    """math-verify's readings of a completion, each (parsed values, extracted text): a bare
-    answer is read as one LaTeX expression and with math-verify's own extraction."""
+def _readings(completion: str) -> Iterator[tuple[list, str | None]]:
+    """math-verify's readings of a completion, each (parsed values, extracted text), lazily:
+    a bare answer is read as one LaTeX expression first, then with math-verify's own
+    extraction."""
     text = completion[-MAX_COMPLETION_CHARS:]
-    readings = [_extract(text)]
     if _is_bare_answer(text):
         parsed, extracted = _extract(f"${text}$")
         if not _lost_list(parsed, text):
-            readings.insert(0, (parsed, extracted))
-    return readings
+            yield parsed, extracted
+    yield _extract(text)
 
 
 def _extract(text: str) -> tuple[list, str | None]:
@@ -361,14 +363,21 @@ def symbolic_grade(completion: str, gold: str, ordered_lists: bool = False) -> t
     import logging
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # the worker enforces the timeout
-    gold_parsed = _parse(_as_latex(gold))
-    if _is_bare_answer(gold) and _lost_list(gold_parsed, gold):
-        return False, None
-    readings = _readings(completion)
-    for pred_parsed, extracted in readings:
-        if _reading_equal(pred_parsed, extracted, gold_parsed, ordered_lists):
+    gold_parsed = _parse_gold(gold)
+    first = None
+    for pred_parsed, extracted in _readings(completion):
+        first = extracted if first is None else first
+        if gold_parsed and _reading_equal(pred_parsed, extracted, gold_parsed, ordered_lists):
             return True, extracted
-    return False, readings[0][1]
+    return False, first
+
+
+@lru_cache(maxsize=1024)
+def _parse_gold(gold: str) -> list:
+    """The parsed gold (empty when it cannot be compared); cached, since one gold is graded
+    against many completions."""
+    parsed = _parse(_as_latex(gold))
+    return [] if _is_bare_answer(gold) and _lost_list(parsed, gold) else parsed
 
 
 def _reading_equal(pred_parsed: list, extracted: str | None, gold_parsed: list, ordered_lists: bool) -> bool:

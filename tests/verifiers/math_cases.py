@@ -202,8 +202,11 @@ EXTRACTION: list[MathCase] = [
     ("First 3 then 5, so 8 in total", "8", 1.0),
     ("First 3 then 5, so 8 in total", "5", 0.0),
     ("I get 3.75 in the end", "3.75", 1.0),
-    (r"\boxed{1} no wait \boxed{2}", "2", 1.0),
-    (r"\boxed{1} no wait \boxed{2}", "1", 0.0),
+    (r"\boxed{1}. Checking the second step again shows a slip. The sum is \boxed{2}", "2", 1.0),
+    (r"\boxed{1}. Checking the second step again shows a slip. The sum is \boxed{2}", "1", 0.0),
+    (r"\boxed{1} no wait \boxed{2}", "2", 0.0),  # boxes this close are one answer: {1, 2}
+    (r"x = \boxed{2} or x = \boxed{3}", "2, 3", 1.0),
+    (r"x = \boxed{2} or x = \boxed{3}", "2", 0.0),
     (r"\boxed{\frac{1}{\boxed{2}}}", "2", 1.0),
     (r"the set is \boxed{\{1, 2\}} and unclosed \boxed{3", r"\{1,2\}", 1.0),
     ("I do not know.", "42", 0.0),

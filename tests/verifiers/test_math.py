@@ -31,10 +31,11 @@ def test_grading_table(completion: str, gold: str, expected: float):
     assert verify(completion, gold) == expected
 
 
-def test_numbers_are_decided_without_the_symbolic_tier():
+def test_numbers_and_equal_strings_are_decided_without_the_symbolic_tier():
     grade = default_verifier().grade(r"\boxed{\frac{1}{2}}", "0.5")
     assert (grade.score, grade.method) == (1.0, "number")
-    assert default_verifier().grade(r"\boxed{2}", "2").method == "string"
+    grade = default_verifier().grade(r"so \boxed{\text{Evelyn}}.", r"\text{Evelyn}")
+    assert (grade.score, grade.method) == (1.0, "string")
 
 
 def test_expressions_use_the_symbolic_tier():
@@ -70,22 +71,28 @@ def test_bad_gold_raises_with_a_clear_message():
 def test_bad_configuration_raises():
     with pytest.raises(ValueError, match="timeout must be > 0"):
         MathVerifier(timeout=0)
-    with pytest.raises(ValueError, match="unknown extraction strategies"):
-        MathVerifier(extraction=("boxed", "telepathy"))
+    with pytest.raises(ValueError, match="max_boxed must be >= 1"):
+        MathVerifier(max_boxed=0)
 
 
-def test_extraction_order_is_configurable():
-    strict = MathVerifier(extraction=("boxed",))
+def test_ordered_lists_is_an_explicit_policy():
+    """MATH's checker treats a bare list's order as part of the answer; math-verify does not."""
+    ordered = MathVerifier(ordered_lists=True)
     try:
-        assert strict("The answer is 42.", "42") == 0.0
-        assert strict(r"\boxed{42}", "42") == 1.0
+        assert ordered(r"the roots are \boxed{10, 4, -2}", "10, 4, -2") == 1.0
+        assert ordered(r"the roots are \boxed{4, 10, -2}", "10, 4, -2") == 0.0
+        assert ordered("4, 10, -2", "10, 4, -2") == 0.0
+        assert ordered(r"\boxed{\{4, 10, -2\}}", r"\{10, 4, -2\}") == 1.0  # braces: a set
     finally:
-        strict.close()
+        ordered.close()
+    assert verify(r"the roots are \boxed{4, 10, -2}", "10, 4, -2") == 1.0
 
 
 def test_normalize_answer_examples():
     assert normalize_answer(r"$x = \dfrac{3}{4}\text{ cm}$") == r"\frac{3}{4}"
     assert normalize_answer(r"\$1,000.50") == "1000.50"
+    assert normalize_answer(r"10,\!000") == "10000"  # MATH's thousands separator
+    assert normalize_answer("0,111") == "0,111"  # not a thousands separator
     assert normalize_answer(r"\text{(b)}") == "B"
     assert normalize_answer("2pi") == "2pi"  # not a unit
 
