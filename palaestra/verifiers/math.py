@@ -58,7 +58,8 @@ _INSTALL_HINT = (
 _DELIMITERS = re.compile(r"\\[()\[\]]|\$")
 _MATH_THOUSANDS = re.compile(r"(?<=\d)(?:\{,\}|,\\!\s*)(?=\d{3}(?!\d))")
 _SPACE_THOUSANDS = re.compile(r"(?<=\d)\\[,;: ](?=\d{3}(?!\d))")
-_SPACING = re.compile(r"\\[!,;: ]|\\(?:displaystyle|left|right|bigl|bigr|Bigl|Bigr)\b|~")
+_SPACING = re.compile(r"\\[!,;: ]|~")
+_SIZING = re.compile(r"\\(?:displaystyle|left|right|bigl|bigr|Bigl|Bigr)\b")
 _TEXT_WRAPPER = re.compile(
     r"\\(?:text|textbf|textit|textrm|textnormal|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}"
 )
@@ -85,7 +86,7 @@ def clean_latex(answer: str) -> str:
     text = answer.strip().replace("\\$", "")
     text = _SPACE_THOUSANDS.sub("", _MATH_THOUSANDS.sub(",", text))
     text = _DELIMITERS.sub("", text)
-    text = _SPACING.sub(" ", text)
+    text = _SPACING.sub(" ", _SIZING.sub("", text))
     text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\%", "%")
     for _ in range(3):  # unwrap nested \text{\textbf{...}} a few levels deep
         text = _TEXT_WRAPPER.sub(r"\1", text)
