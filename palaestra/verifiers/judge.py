@@ -121,7 +121,9 @@ class AgentJudge:
 
     async def _ask(self, answer: str, gold: str, problem: str | None) -> bool:
         text = self.prompt.format(problem=problem or "(not given)", gold=gold, answer=answer)
-        action: Action = await next_action(self.agent, Conversation([{"role": "user", "content": text}]))
+        action: Action = await next_action(
+            self.agent, Conversation([{"role": "user", "content": text}])
+        )
         self.cost.calls += 1
         self.cost.prompt_chars += len(text)
         self.cost.completion_tokens += len(action.token_ids)

@@ -248,11 +248,12 @@ def _is_bare_answer(completion: str) -> bool:
     return not _PROSE.search(_COMMANDS_AND_TEXT.sub(" ", completion))
 
 
-def _extraction_configs(boxed_first: bool = True) -> list:
+@lru_cache(maxsize=1)
+def _extraction_configs() -> tuple:
+    """math-verify's LaTeX extraction (a ``\\boxed{}`` first) and plain expressions."""
     from math_verify import ExprExtractionConfig, LatexExtractionConfig
 
-    return [LatexExtractionConfig(boxed_match_priority=0 if boxed_first else 50),
-            ExprExtractionConfig()]
+    return (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
 
 
 def _parse(text: str) -> list:
@@ -358,7 +359,9 @@ def _is_bare_list(parsed: list, text: str | None) -> bool:
     )
 
 
-def symbolic_grade(completion: str, gold: str, ordered_lists: bool = False) -> tuple[bool, str | None]:
+def symbolic_grade(
+    completion: str, gold: str, ordered_lists: bool = False
+) -> tuple[bool, str | None]:
     """Whether math-verify finds ``gold`` in ``completion`` (call in a worker): the verdict
     and the answer text it extracted."""
     import logging
@@ -381,7 +384,9 @@ def _parse_gold(gold: str) -> list:
     return [] if _is_bare_answer(gold) and _lost_list(parsed, gold) else parsed
 
 
-def _reading_equal(pred_parsed: list, extracted: str | None, gold_parsed: list, ordered_lists: bool) -> bool:
+def _reading_equal(
+    pred_parsed: list, extracted: str | None, gold_parsed: list, ordered_lists: bool
+) -> bool:
     from math_verify import verify as mv_verify
 
     if not gold_parsed or not pred_parsed:
@@ -394,7 +399,11 @@ def _reading_equal(pred_parsed: list, extracted: str | None, gold_parsed: list, 
         gold_parsed, gold_text = _parse(f"${gold_dot}$"), gold_dot
     if _lost_list(pred_parsed, extracted) or _lost_list(gold_parsed, gold_text):
         return False
-    if ordered_lists and _is_bare_list(pred_parsed, extracted) and _is_bare_list(gold_parsed, gold_text):
+    if (
+        ordered_lists
+        and _is_bare_list(pred_parsed, extracted)
+        and _is_bare_list(gold_parsed, gold_text)
+    ):
         return _ordered_equal(extracted, gold_text)
     return bool(mv_verify(gold_parsed, pred_parsed, timeout_seconds=None))
 
@@ -515,7 +524,9 @@ class MathVerifier:
             return None
         pred_num, gold_num = _parse_number(normalize_answer(stated)), _parse_number(gold_norm)
         if pred_num is not None and gold_num is not None:
-            return MathGrade(float(_numbers_equal(pred_num, gold_num, self.rel_tol)), stated, "number")
+            return MathGrade(
+                float(_numbers_equal(pred_num, gold_num, self.rel_tol)), stated, "number"
+            )
         if clean_latex(stated) == clean_latex(gold):
             return MathGrade(1.0, stated, "string")
         return None

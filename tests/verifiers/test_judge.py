@@ -90,8 +90,16 @@ def test_only_the_last_verdict_word_counts(reply: str, score: float):
         r"\boxed{1} or \boxed{2}. " * 3 + r"\boxed{3}, \boxed{4}, \boxed{5}, \boxed{6}",
         "So the answer is (C).",
     ],
-    ids=["injection", "injection-in-text", "addresses-judge", "too-long", "no-answer",
-         "empty-box", "hedged", "wrong-choice"],
+    ids=[
+        "injection",
+        "injection-in-text",
+        "addresses-judge",
+        "too-long",
+        "no-answer",
+        "empty-box",
+        "hedged",
+        "wrong-choice",
+    ],
 )
 def test_answers_that_are_final_or_hostile_are_not_sent(completion: str):
     agent = ScriptedJudge("")  # would say YES to anything
