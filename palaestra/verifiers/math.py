@@ -29,7 +29,7 @@ policy: MATH's own checker treats ``10, 4, -2`` and ``4, 10, -2`` as different).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -202,7 +202,12 @@ class _Stated:
     hedged: bool = False  # too many different boxed answers
 
 
+_ANSWER_WORD = re.compile(r"(?i)answer")
+
+
 def _stated_answer(completion: str, max_boxed: int) -> _Stated:
+    """What the completion states as its final answer. A box followed by an answer phrase
+    ("... the final answer is $5$") is not final: math-verify decides between them."""
     boxes = boxed_contents(completion)
     if boxes:
         if not boxes[-1].strip():
@@ -210,7 +215,9 @@ def _stated_answer(completion: str, max_boxed: int) -> _Stated:
         distinct = {_WHITESPACE.sub(" ", box.strip()) for box in boxes}
         if len(distinct) > max_boxed:
             return _Stated(None, hedged=True)
-        return _Stated(boxes[-1].strip() if len(distinct) == 1 else None)
+        after = completion.rfind("\\boxed{")
+        final = len(distinct) == 1 and not _ANSWER_WORD.search(completion, after)
+        return _Stated(boxes[-1].strip() if final else None)
     tagged = last_tagged(completion)
     if tagged is None:
         return _Stated(None)
@@ -250,10 +257,10 @@ def _is_bare_answer(completion: str) -> bool:
 
 @lru_cache(maxsize=1)
 def _extraction_configs() -> tuple:
-    """math-verify's LaTeX extraction (a ``\\boxed{}`` first) and plain expressions."""
+    """math-verify's LaTeX extraction and plain expressions (its default priorities)."""
     from math_verify import ExprExtractionConfig, LatexExtractionConfig
 
-    return (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
+    return (LatexExtractionConfig(), ExprExtractionConfig())
 
 
 def _parse(text: str) -> list:
@@ -282,16 +289,16 @@ def _joined_digits(extracted: str) -> str | None:
     return "".join([*parts, extracted[last:]])
 
 
-def _readings(completion: str) -> Iterator[tuple[list, str | None]]:
-    """math-verify's readings of a completion, each (parsed values, extracted text), lazily:
-    a bare answer is read as one LaTeX expression first, then with math-verify's own
-    extraction."""
+def _reading(completion: str) -> tuple[list, str | None]:
+    """math-verify's reading of a completion: (parsed values, extracted text). A bare answer
+    is read as one LaTeX expression (``x \\geq 5`` is not 5); only when that fails to parse
+    does math-verify's own extraction look for an answer inside it."""
     text = completion[-MAX_COMPLETION_CHARS:]
     if _is_bare_answer(text):
         parsed, extracted = _extract(f"${text}$")
-        if not _lost_list(parsed, text):
-            yield parsed, extracted
-    yield _extract(text)
+        if parsed and not _lost_list(parsed, text):
+            return parsed, extracted
+    return _extract(text)
 
 
 def _extract(text: str) -> tuple[list, str | None]:
@@ -367,13 +374,8 @@ def symbolic_grade(
     import logging
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # the worker enforces the timeout
-    gold_parsed = _parse_gold(gold)
-    first = None
-    for pred_parsed, extracted in _readings(completion):
-        first = extracted if first is None else first
-        if gold_parsed and _reading_equal(pred_parsed, extracted, gold_parsed, ordered_lists):
-            return True, extracted
-    return False, first
+    pred_parsed, extracted = _reading(completion)
+    return _equal(pred_parsed, extracted, _parse_gold(gold), ordered_lists), extracted
 
 
 @lru_cache(maxsize=1024)
@@ -384,7 +386,7 @@ def _parse_gold(gold: str) -> list:
     return [] if _is_bare_answer(gold) and _lost_list(parsed, gold) else parsed
 
 
-def _reading_equal(
+def _equal(
     pred_parsed: list, extracted: str | None, gold_parsed: list, ordered_lists: bool
 ) -> bool:
     from math_verify import verify as mv_verify
