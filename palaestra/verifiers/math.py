@@ -255,11 +255,14 @@ class MathVerifier:
 
 
 def _gold_text(gold: str | int | float | Fraction) -> str:
+    """One gold answer as text: a gold with one ``\\boxed{}`` is its content; with several,
+    math-verify reads them (nearby boxes together)."""
     if isinstance(gold, bool) or not isinstance(gold, str | int | float | Fraction):
         raise TypeError(f"gold answers must be str or numbers, got {type(gold).__name__}")
     if not isinstance(gold, str):
         return str(gold)
-    return gold
+    boxes = boxed_contents(gold)
+    return boxes[0] if len(boxes) == 1 and boxes[0].strip() else gold
 
 
 _default: MathVerifier | None = None
