@@ -216,7 +216,9 @@ class MathVerifier:
             return fast
         _check_math_verify()
         limit = self.timeout if timeout is None else timeout
-        args = (completion, gold, self.ordered_lists)
+        # a stated final answer is all math-verify needs to read (and much shorter)
+        text = completion if stated is None else f"\\boxed{{{stated}}}"
+        args = (text, gold, self.ordered_lists)
         try:
             equal, extracted = self._pool.call(symbolic_grade, args, timeout=limit)
         except WorkerTimeout:

@@ -34,7 +34,8 @@ pytest.importorskip("math_verify", reason="needs the 'math' extra (math-verify)"
 from math_verify import parse
 from math_verify import verify as mv_verify
 
-from palaestra.verifiers.math import MathVerifier
+from palaestra.verifiers.math import MathGrade, MathVerifier
+from palaestra.verifiers.math_symbolic import symbolic_grade
 
 CASES_PATH = Path(__file__).with_name("public_cases.jsonl")
 CASES = [json.loads(line) for line in CASES_PATH.read_text().splitlines()]
@@ -50,17 +51,22 @@ def math_verify_direct(completion: str, gold: str | list[str]) -> float:
 
 
 @pytest.fixture(scope="module")
-def verdicts() -> list[tuple[dict, float, float]]:
-    """(case, palaestra score, math-verify score) for every case."""
-    logging.getLogger("math_verify").setLevel(logging.CRITICAL)
+def grades() -> list[MathGrade]:
+    """palaestra's grade of every case."""
     verifier = MathVerifier(max_workers=2)
     try:
         with ThreadPoolExecutor(2) as pool:
-            ours = list(pool.map(lambda c: verifier(c["completion"], c["gold"]), CASES))
+            return list(pool.map(lambda c: verifier.grade(c["completion"], c["gold"]), CASES))
     finally:
         verifier.close()
+
+
+@pytest.fixture(scope="module")
+def verdicts(grades) -> list[tuple[dict, float, float]]:
+    """(case, palaestra score, math-verify score) for every case."""
+    logging.getLogger("math_verify").setLevel(logging.CRITICAL)
     theirs = [math_verify_direct(c["completion"], c["gold"]) for c in CASES]
-    return list(zip(CASES, ours, theirs, strict=True))
+    return list(zip(CASES, [g.score for g in grades], theirs, strict=True))
 
 
 def _table(verdicts: list[tuple[dict, float, float]]) -> dict[str, Counter]:
@@ -97,3 +103,18 @@ def test_palaestra_agrees_at_least_as_often_as_math_verify(verdicts):
     for source, row in table.items():
         assert row["palaestra"] >= row["math-verify"], (source, row)
     assert table["all"]["palaestra FP"] <= table["all"]["math-verify FP"], table["all"]
+
+
+def test_the_in_process_tier_decides_only_where_math_verify_agrees_or_is_wrong(grades):
+    """Every case the exact tier decided gets the same verdict from the math-verify tier,
+    unless the math-verify tier contradicts the label."""
+    decided = [
+        (case, grade)
+        for case, grade in zip(CASES, grades, strict=True)
+        if grade.method in ("number", "string", "choice")
+    ]
+    assert len(decided) >= 30
+    for case, grade in decided:
+        golds = case["gold"] if isinstance(case["gold"], list) else [case["gold"]]
+        symbolic = any(symbolic_grade(case["completion"], g)[0] for g in golds)
+        assert grade.score == symbolic or grade.score == case["label"], (case, grade)
