@@ -51,7 +51,7 @@ JUDGED_METHODS = frozenset({"symbolic", "number", "timeout", "error"})
 over-long answer are final."""
 MAX_JUDGED_ANSWER_CHARS = 300
 _ADDRESSES_JUDGE = re.compile(
-    r"\b(?:yes|no|ignore|instructions?|reply|respond|judge|grader|reference|equivalent)\b",
+    r"\b(?:yes|no|ignore|instructions?|reply|respond|judge|grader|reference|equivalent|answer)\b",
     re.IGNORECASE,
 )
 _THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
