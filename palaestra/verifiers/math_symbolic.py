@@ -188,4 +188,6 @@ def _equal(
         and _is_bare_list(gold_parsed, gold_text)
     ):
         return _ordered_equal(extracted, gold_text)
-    return bool(mv_verify(gold_parsed, pred_parsed, timeout_seconds=None))
+    return bool(
+        mv_verify(gold_parsed, pred_parsed, timeout_seconds=None, allow_set_relation_comp=True)
+    )

@@ -236,6 +236,9 @@ EXTRACTION: list[MathCase] = [
     ("So the ordered pair is $(7, 6)$.", "6", 0.0),
     (r"x \geq 5", r"x \ge 5", 1.0),
     (r"x \geq 5", "5", 0.0),
+    (r"x \geq 5", r"[5, \infty)", 1.0),  # an inequality is its interval
+    (r"\boxed{[5, \infty)}", r"x \ge 5", 1.0),
+    (r"\boxed{(5, \infty)}", r"x \ge 5", 0.0),
     (
         r"$\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}$",
         r"\begin{pmatrix}1&2\\3&4\end{pmatrix}",
