@@ -2,8 +2,8 @@ r"""The math-verify tier of :mod:`palaestra.verifiers.math`, run in a worker pro
 
 :func:`symbolic_grade` reads the answer out of a whole completion with math-verify's
 extraction configuration (boxed answers, nearby boxes joined into a set, "final answer is",
-LaTeX environments, plain expressions) and compares it with the gold under sympy, adding
-the guards math-verify lacks: digits separated by spaces are joined only as thousands
+LaTeX environments, plain expressions) and compares it with the gold under sympy (an
+inequality equals its interval), adding the guards math-verify lacks: digits separated by spaces are joined only as thousands
 groups, a decimal comma is read only against a plain number, a parse that kept one number of
 a comma list is not compared, and bare comma lists can be compared in order. Everything here
 may be slow on hostile input; the caller bounds it with the worker's timeout.
