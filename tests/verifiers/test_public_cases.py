@@ -51,22 +51,24 @@ def math_verify_direct(completion: str, gold: str | list[str]) -> float:
 
 
 @pytest.fixture(scope="module")
-def grades() -> list[MathGrade]:
-    """palaestra's grade of every case."""
+def graded() -> list[tuple[dict, MathGrade, float]]:
+    """(case, palaestra's grade, math-verify's score) for every case. palaestra grades in
+    its worker processes while math-verify runs here, so the two overlap."""
+    logging.getLogger("math_verify").setLevel(logging.CRITICAL)
     verifier = MathVerifier(max_workers=2)
     try:
         with ThreadPoolExecutor(2) as pool:
-            return list(pool.map(lambda c: verifier.grade(c["completion"], c["gold"]), CASES))
+            ours = pool.map(lambda c: verifier.grade(c["completion"], c["gold"]), CASES)
+            theirs = [math_verify_direct(c["completion"], c["gold"]) for c in CASES]
+            return list(zip(CASES, ours, theirs, strict=True))
     finally:
         verifier.close()
 
 
 @pytest.fixture(scope="module")
-def verdicts(grades) -> list[tuple[dict, float, float]]:
+def verdicts(graded) -> list[tuple[dict, float, float]]:
     """(case, palaestra score, math-verify score) for every case."""
-    logging.getLogger("math_verify").setLevel(logging.CRITICAL)
-    theirs = [math_verify_direct(c["completion"], c["gold"]) for c in CASES]
-    return list(zip(CASES, [g.score for g in grades], theirs, strict=True))
+    return [(case, grade.score, theirs) for case, grade, theirs in graded]
 
 
 def _table(verdicts: list[tuple[dict, float, float]]) -> dict[str, Counter]:
@@ -105,13 +107,11 @@ def test_palaestra_agrees_at_least_as_often_as_math_verify(verdicts):
     assert table["all"]["palaestra FP"] <= table["all"]["math-verify FP"], table["all"]
 
 
-def test_the_in_process_tier_decides_only_where_math_verify_agrees_or_is_wrong(grades):
+def test_the_in_process_tier_decides_only_where_math_verify_agrees_or_is_wrong(graded):
     """Every case the exact tier decided gets the same verdict from the math-verify tier,
     unless the math-verify tier contradicts the label."""
     decided = [
-        (case, grade)
-        for case, grade in zip(CASES, grades, strict=True)
-        if grade.method in ("number", "string", "choice")
+        (case, grade) for case, grade, _ in graded if grade.method in ("number", "string", "choice")
     ]
     assert len(decided) >= 30
     for case, grade in decided:
