@@ -231,7 +231,7 @@ class MathVerifier:
     def _fast_compare(self, completion: str, stated: str | None, gold: str) -> MathGrade | None:
         """The in-process decision, or None when math-verify must decide."""
         gold_norm = normalize_answer(gold)
-        if gold_norm in _CHOICES:
+        if gold_norm in _CHOICES and not clean_latex(gold).islower():  # e is a number
             letter = _choice_letter(completion, stated)
             if letter is not None:
                 return MathGrade(float(letter == gold_norm), letter, "choice")
