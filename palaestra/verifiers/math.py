@@ -229,9 +229,11 @@ class MathVerifier:
         return MathGrade(float(equal), answer or None, "symbolic" if answer else "no_answer")
 
     def _fast_compare(self, completion: str, stated: str | None, gold: str) -> MathGrade | None:
-        """The in-process decision, or None when math-verify must decide."""
+        """The in-process decision, or None when math-verify must decide. A choice gold is
+        ``B``, ``(b)`` or ``\\text{(B)}``, not a bare ``e`` (a number)."""
         gold_norm = normalize_answer(gold)
-        if gold_norm in _CHOICES and not clean_latex(gold).islower():  # e is a number
+        bare_letter = clean_latex(gold)
+        if gold_norm in _CHOICES and not (len(bare_letter) == 1 and bare_letter.islower()):
             letter = _choice_letter(completion, stated)
             if letter is not None:
                 return MathGrade(float(letter == gold_norm), letter, "choice")

@@ -228,7 +228,7 @@ EXTRACTION: list[MathCase] = [
     ("Comparing the options, only (D) works.", "D", 1.0),  # a choice without "answer is"
     ("Comparing the options, only (D) works.", "C", 0.0),
     (r"Option (E) is out, so \boxed{2e}", "e", 0.0),  # a lowercase gold is not a choice
-    (r"\boxed{(b)}", "(b)", 1.0),
+    ("So the answer is (B).", "(b)", 1.0),
     ("Final Answer: The largest $n$ is 34.", "34", 1.0),  # not the whole sentence
     # an intermediate box does not win over a later stated final answer
     (r"First \boxed{3} is one part. Adding the rest, the final answer is $5$.", "5", 1.0),
