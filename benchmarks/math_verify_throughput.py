@@ -3,6 +3,9 @@
 All three graders run in one process, on the same inputs, in alternating order, so the
 ratios hold even on a shared machine. Each round uses a fresh workload (no cache hits
 across rounds); math-verify's in-process parse caches are cleared before every timed pass.
+Each grader is also scored on the hand-written grading table and on the labelled public
+cases in ``tests/verifiers/public_cases.jsonl`` (agreement, false positives, and checks/s
+over that mixed, often long, set).
 
     python benchmarks/math_verify_throughput.py [--items 200] [--rounds 3]
 
@@ -12,7 +15,7 @@ Needs the ``bench`` extra and GEM (``pip install -e '.[bench]' && pip install --
 from __future__ import annotations
 
 import argparse
-import contextlib
+import json
 import statistics
 import sys
 import time
@@ -23,6 +26,8 @@ from pathlib import Path
 import numpy as np
 
 Grader = Callable[[str, str], float]
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
 
 def workload(n: int, seed: int) -> list[tuple[str, str]]:
@@ -86,14 +91,41 @@ def timed_pass(grader: Grader, items: list[tuple[str, str]]) -> float:
 
 
 def table_accuracy(grader: Grader) -> tuple[int, int]:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    """Agreement with the hand-written grading table."""
     from tests.verifiers.math_cases import ALL_CASES
 
-    right = 0
-    for completion, gold, expected in ALL_CASES:
-        with contextlib.suppress(Exception):  # a grader that raises got the case wrong
-            right += grader(completion, gold) == expected
-    return right, len(ALL_CASES)
+    cases = [(completion, gold, expected) for completion, gold, expected in ALL_CASES]
+    right, _, _ = agreement(grader, cases)
+    return right, len(cases)
+
+
+def public_accuracy(grader: Grader) -> tuple[int, int, int, float]:
+    """Agreement with the labelled public cases: (right, total, false positives, checks/s)."""
+    path = REPO / "tests" / "verifiers" / "public_cases.jsonl"
+    cases = []
+    for line in path.read_text().splitlines():
+        case = json.loads(line)
+        golds = case["gold"] if isinstance(case["gold"], list) else [case["gold"]]
+        cases.append((case["completion"], golds, case["label"]))
+    start = time.perf_counter()
+    right, false_positives, _ = agreement(
+        lambda completion, golds: max(grader(completion, g) for g in golds), cases
+    )
+    return right, len(cases), false_positives, len(cases) / (time.perf_counter() - start)
+
+
+def agreement(grader: Callable, cases: list[tuple]) -> tuple[int, int, int]:
+    """(agreeing verdicts, false positives, errors); a grader that raises got it wrong."""
+    right = false_positives = errors = 0
+    for completion, gold, expected in cases:
+        try:
+            score = grader(completion, gold)
+        except Exception:
+            errors += 1
+            continue
+        right += score == expected
+        false_positives += score == 1 and expected == 0
+    return right, false_positives, errors
 
 
 def main() -> None:
@@ -120,9 +152,11 @@ def main() -> None:
     for name in names:
         rate = statistics.median(rates[name])
         right, total = table_accuracy(graders[name])
+        public_right, public_total, false_positives, public_rate = public_accuracy(graders[name])
         print(
             f"  {name:12s} {rate:9.1f} checks/s  x{rate / base:5.2f} vs math-verify   "
-            f"grading table {right}/{total}"
+            f"grading table {right}/{total}   public cases {public_right}/{public_total} "
+            f"({false_positives} false positives, {public_rate:.1f} checks/s)"
         )
 
 

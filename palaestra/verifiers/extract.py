@@ -30,19 +30,41 @@ def last_boxed(text: str) -> str | None:
 
 def _last_boxed_by_scan(text: str) -> str | None:
     """:func:`last_boxed` in one pass over every brace (nested or unclosed answers)."""
+    spans = _boxed_spans(text)
+    if not spans:
+        return None
+    start, end = max(spans)
+    return text[start:end]
+
+
+def _boxed_spans(text: str) -> list[tuple[int, int]]:
+    r"""(start, end) of the content of every complete ``\boxed{...}``, in closing order."""
     open_stack: list[int] = []  # content start of a \boxed{, or -1 for a plain brace
-    best: tuple[int, int] | None = None
+    spans = []
     for match in _BOXED_OR_BRACE.finditer(text):
         token = match.group()
         if token == "}":
             if not open_stack:
                 continue
             start = open_stack.pop()
-            if start >= 0 and (best is None or start > best[0]):
-                best = (start, match.start())
+            if start >= 0:
+                spans.append((start, match.start()))
         else:
             open_stack.append(match.end() if token != "{" else -1)
-    return None if best is None else text[best[0] : best[1]]
+    return spans
+
+
+def boxed_contents(text: str) -> list[str]:
+    r"""The content of every complete ``\boxed{...}`` in ``text``, in reading order.
+
+    Nested boxes count on their own. Linear time (one pass over the braces).
+
+    >>> boxed_contents(r"x = \boxed{2} or x = \boxed{-3}, not \boxed{4")
+    ['2', '-3']
+    """
+    if _BOXED not in text:
+        return []
+    return [text[start:end] for start, end in sorted(_boxed_spans(text))]
 
 
 _ANSWER_PHRASE = re.compile(

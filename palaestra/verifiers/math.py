@@ -1,15 +1,25 @@
-r"""Grade a math completion against a gold answer: extraction, normalization, equivalence.
+r"""Grade a math completion against a gold answer: extraction, clean-up, equivalence.
 
-Three tiers, cheapest first:
+Two tiers, cheapest first:
 
-1. the answer is pulled out of the completion (``\boxed{}``, ``<answer>``, "the answer is",
-   last number; see :func:`palaestra.verifiers.extract.extract_answer`) and normalized
-   (delimiters, ``\text{}``, units, degree signs, ``x =`` prefixes, thousands commas);
-2. equal normalized strings, or two plain numbers (integers, decimals, fractions, mixed
-   numbers, percentages) are decided in-process, exactly, in microseconds;
-3. anything else (expressions, intervals, sets, radicals) goes to ``math-verify`` and sympy
-   in a worker process with a hard timeout (:mod:`palaestra.verifiers.worker`), so a hostile
-   expression costs at most ``timeout`` seconds and never hangs the caller.
+1. **In-process, exact.** When the completion states one explicit final answer (the same
+   ``\boxed{}`` content throughout, or an ``<answer>`` tag) and both it and the gold are
+   plain numbers (integers, decimals, fractions, mixed numbers, percentages, thousands
+   separators), they are compared exactly in microseconds; equal cleaned-up strings are
+   accepted; a multiple-choice gold is matched against the stated letter
+   (:mod:`palaestra.verifiers.math_normalize`). These paths only decide where they agree
+   with the second tier (``tests/verifiers/test_public_cases.py``).
+2. **math-verify, in a worker.** Everything else goes to ``math-verify``'s extraction
+   (boxed answers, several boxes joined into a set, "final answer is", LaTeX environments,
+   relations, matrices, a bare LaTeX answer) and sympy equivalence, in a worker process with
+   a hard timeout (:mod:`palaestra.verifiers.worker`), so a hostile expression costs at most
+   ``timeout`` seconds and never hangs the caller (:mod:`palaestra.verifiers.math_symbolic`).
+
+Guards against reward hacks hold on both tiers: an empty last ``\boxed{}`` is no answer;
+more than ``max_boxed`` different boxed answers is a hedge and scores 0; digits separated by
+spaces are only joined when they form thousands groups (``12 345``); ordered tuples stay
+ordered. Bare comma lists are compared as sets unless ``ordered_lists=True`` (a labelling
+policy: MATH's own checker treats ``10, 4, -2`` and ``4, 10, -2`` as different).
 
 >>> verify(r"... so the result is \boxed{\frac{1}{2}}", "0.5")
 1.0
@@ -19,21 +29,26 @@ Three tiers, cheapest first:
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
 
-from palaestra.verifiers.extract import EXTRACTION_ORDER, extract_answer
+from palaestra.verifiers.extract import boxed_contents, last_tagged
+from palaestra.verifiers.math_normalize import (
+    clean_latex,
+    compare_numbers,
+    normalize_answer,
+    parse_number,
+)
+from palaestra.verifiers.math_symbolic import symbolic_grade
 from palaestra.verifiers.worker import WorkerError, WorkerPool, WorkerTimeout
 
 MAX_ANSWER_CHARS = 2000
-"""Extracted answers longer than this are graded 0 without parsing."""
-MAX_FAST_NUMBER_CHARS = 200
+"""An explicit final answer longer than this is graded 0 without parsing."""
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_REL_TOL = 1e-6
+DEFAULT_MAX_BOXED = 5
 
 Gold = str | int | float | Fraction | Sequence[str | int | float]
 
@@ -42,145 +57,68 @@ _INSTALL_HINT = (
     "`pip install 'palaestra[math]'`"
 )
 
-# --- normalization -----------------------------------------------------------------------
+__all__ = [
+    "Gold",
+    "MathGrade",
+    "MathVerifier",
+    "clean_latex",
+    "default_verifier",
+    "normalize_answer",
+    "parse_number",
+    "verify",
+]
 
-_DELIMITERS = re.compile(r"\\[()\[\]]|\$")
-_SPACING = re.compile(r"\\[!,;: ]|\\(?:displaystyle|left|right|bigl|bigr|Bigl|Bigr)\b|~")
-_TEXT_WRAPPER = re.compile(
-    r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}"
-)
-_DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree")
-_ASSIGNMENT = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|\\in)\s*(?=\S)")
-_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?=$|\s|%)")
-_NUMBER_WITH_UNIT = re.compile(
-    r"^(?P<number>[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:/\d+)?|\\frac\{\d+\}\{\d+\})%?)"
-    r"(?:\s*(?P<words>[A-Za-z]{2,}(?:[\s.]+[A-Za-z]{2,})*)\.?|\s+[mgsLhKNJWVA])(?:\^\{?\d\}?)?$"
-)
-_NOT_UNITS = frozenset({"pi", "sqrt", "inf", "infty", "and", "or", "to", "cdot", "times"})
-_CHOICE = re.compile(r"^\(?\s*([A-Ea-e])\s*\)?$")
-_WHITESPACE = re.compile(r"\s+")
+_CHOICES = frozenset("ABCDE")
 
+# --- what the completion states ----------------------------------------------------------
 
-def normalize_answer(answer: str) -> str:
-    r"""A canonical string form of an answer (no evaluation, linear time).
-
-    >>> normalize_answer(r"$x = \dfrac{3}{4}\text{ cm}$")
-    '\\frac{3}{4}'
-    """
-    text = answer.strip().replace("\\$", "").replace("{,}", ",")
-    text = _DELIMITERS.sub("", text)
-    text = _SPACING.sub(" ", text)
-    text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\%", "%")
-    for _ in range(3):  # unwrap nested \text{\textbf{...}} a few levels deep
-        text = _TEXT_WRAPPER.sub(r"\1", text)
-    text = _DEGREES.sub("", text)
-    text = _WHITESPACE.sub(" ", text).strip().rstrip(".").strip()
-    if text.count("=") == 1 or "\\in" in text:
-        text = _ASSIGNMENT.sub("", text)
-    if _THOUSANDS.match(text):
-        head = _THOUSANDS.match(text)
-        text = head.group().replace(",", "") + text[head.end() :]
-    unit = _NUMBER_WITH_UNIT.match(text)
-    if unit and not _NOT_UNITS.intersection((unit.group("words") or "").lower().split()):
-        text = unit.group("number")
-    choice = _CHOICE.match(text)
-    if choice:
-        text = choice.group(1).upper()
-    return text.strip()
-
-
-# --- exact numbers -----------------------------------------------------------------------
-
-_DECIMAL = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d{1,3})?"
-_PLAIN_NUMBER = re.compile(rf"^(?P<value>{_DECIMAL})$")
-_SLASH_FRACTION = re.compile(r"^(?P<num>[-+]?\d+)\s*/\s*(?P<den>\d+)$")
-_LATEX_FRACTION = re.compile(
-    r"^(?P<sign>[-+]?)\s*(?P<whole>\d+\s*)?\\frac\s*(?:\{\s*(?P<num>\d+)\s*\}|(?P<num1>\d))"
-    r"\s*(?:\{\s*(?P<den>\d+)\s*\}|(?P<den1>\d))$"
-)
+_PAREN_CHOICE = re.compile(r"\(([A-E])\)")
+_TRAILING_CHOICE = re.compile(r"(?:^|[\s:*])([A-E])[.)]?\**\s*$")
 
 
 @dataclass(frozen=True)
-class _Number:
-    value: Fraction
-    percent: bool
+class _Stated:
+    """The explicit final answer of a completion, as far as it can be told in-process."""
+
+    answer: str | None  # the one boxed/tagged answer, if there is exactly one
+    empty: bool = False  # the last box (or, without boxes, the last tag) is empty
+    hedged: bool = False  # too many different boxed answers
 
 
-def parse_number(answer: str) -> Fraction | None:
-    r"""The exact value of a plain numeric answer (normalized first), else None.
-
-    Integers, decimals, scientific notation, ``a/b``, ``\frac{a}{b}``, ``\frac12``, mixed
-    numbers (``2\frac{1}{2}`` is 5/2) and percentages (``50%`` is 1/2).
-
-    >>> parse_number(r"-\frac{3}{4}")
-    Fraction(-3, 4)
-    """
-    number = _parse_number(normalize_answer(answer))
-    if number is None:
-        return None
-    return number.value / 100 if number.percent else number.value
+_ANSWER_WORD = re.compile(r"(?i)answer")
 
 
-def _parse_number(text: str) -> _Number | None:
-    if len(text) > MAX_FAST_NUMBER_CHARS:
-        return None
-    percent = text.endswith("%")
-    if percent:
-        text = text[:-1].rstrip()
-    match = _PLAIN_NUMBER.match(text)
-    if match:
-        return _Number(Fraction(match.group("value")), percent)
-    match = _SLASH_FRACTION.match(text)
-    if match:
-        den = int(match.group("den"))
-        return None if den == 0 else _Number(Fraction(int(match.group("num")), den), percent)
-    match = _LATEX_FRACTION.match(text)
-    if match:
-        num = int(match.group("num") or match.group("num1"))
-        den = int(match.group("den") or match.group("den1"))
-        if den == 0:
-            return None
-        value = Fraction(num, den) + int(match.group("whole") or 0)
-        return _Number(-value if match.group("sign") == "-" else value, percent)
-    return None
+def _stated_answer(completion: str, max_boxed: int) -> _Stated:
+    """What the completion states as its final answer. A box followed by an answer phrase
+    ("... the final answer is $5$") is not final: math-verify decides between them."""
+    boxes = boxed_contents(completion)
+    if boxes:
+        if not boxes[-1].strip():
+            return _Stated(None, empty=True)
+        distinct = {" ".join(box.split()) for box in boxes}
+        if len(distinct) > max_boxed:
+            return _Stated(None, hedged=True)
+        after = completion.rfind("\\boxed{")
+        final = len(distinct) == 1 and not _ANSWER_WORD.search(completion, after)
+        return _Stated(boxes[-1].strip() if final else None)
+    tagged = last_tagged(completion)
+    if tagged is None:
+        return _Stated(None)
+    return _Stated(tagged.strip() or None, empty=not tagged.strip())
 
 
-def _close(a: Fraction, b: Fraction, rel_tol: float) -> bool:
-    return abs(a - b) <= Fraction(rel_tol) * max(abs(a), abs(b))
-
-
-def _numbers_equal(pred: _Number, gold: _Number, rel_tol: float) -> bool:
-    """Equal values; a percentage on either side also matches its value over 100."""
-    candidates = [pred.value]
-    if pred.percent != gold.percent:
-        percent_side = pred if pred.percent else gold
-        scaled = percent_side.value / 100
-        candidates.append(scaled if pred.percent else pred.value * 100)
-    return any(_close(c, gold.value, rel_tol) for c in candidates)
-
-
-# --- symbolic tier (runs in a worker) ----------------------------------------------------
-
-
-@lru_cache(maxsize=4096)
-def _parse_symbolic(text: str) -> list:
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
-
-    configs = [LatexExtractionConfig(), ExprExtractionConfig()]
-    latex = text.replace("\\%", "%").replace("%", "\\%")  # a bare % starts a LaTeX comment
-    return parse(f"${latex}$", extraction_config=configs, parsing_timeout=None)
-
-
-def symbolic_equal(pred: str, gold: str) -> bool:
-    """Whether two normalized answers are equal under math-verify (call in a worker)."""
-    from math_verify import verify as mv_verify
-
-    logging.getLogger("math_verify").setLevel(logging.ERROR)  # the worker enforces the timeout
-    gold_parsed = _parse_symbolic(gold)
-    pred_parsed = _parse_symbolic(pred)
-    if not gold_parsed or not pred_parsed:
-        return False
-    return bool(mv_verify(gold_parsed, pred_parsed, timeout_seconds=None))
+def _choice_letter(completion: str, stated: str | None) -> str | None:
+    """The multiple-choice letter a completion ends on: its boxed/tagged answer, the last
+    ``(X)``, or a letter standing alone at the very end."""
+    if stated is not None:
+        letter = normalize_answer(stated)
+        return letter if letter in _CHOICES else None
+    tail = completion[-MAX_ANSWER_CHARS:]
+    found = _PAREN_CHOICE.findall(tail)
+    if found:
+        return found[-1]
+    match = _TRAILING_CHOICE.search(tail)
+    return match.group(1) if match else None
 
 
 def _check_math_verify() -> None:
@@ -198,8 +136,10 @@ def _check_math_verify() -> None:
 class MathGrade:
     """The outcome of one grading call, for logging.
 
-    ``method`` says which tier decided: ``"no_answer"``, ``"too_long"``, ``"string"``,
-    ``"number"``, ``"symbolic"``, ``"timeout"`` or ``"error"``.
+    ``method`` says what decided: ``"no_answer"``, ``"too_long"``, ``"hedged"`` (more than
+    ``max_boxed`` different boxed answers), ``"string"``, ``"number"``, ``"choice"``,
+    ``"symbolic"``, ``"timeout"`` or ``"error"``; later stages may add their own
+    (:mod:`palaestra.verifiers.judge`).
     """
 
     score: float
@@ -211,8 +151,10 @@ class MathVerifier:
     """A configured math grader; :func:`verify` uses a shared default instance.
 
     ``timeout`` bounds each symbolic comparison (the worker is killed past it);
-    ``rel_tol`` is the relative tolerance between two numbers; ``extraction`` is the order of
-    extraction strategies; ``max_workers`` caps concurrent symbolic comparisons.
+    ``rel_tol`` is the relative tolerance between two numbers; ``max_boxed`` is how many
+    different ``\\boxed{}`` answers a completion may give before it counts as hedging;
+    ``ordered_lists`` compares bare comma lists (``1, 2, 3``) in order instead of as sets;
+    ``max_workers`` caps concurrent symbolic comparisons.
     """
 
     def __init__(
@@ -220,7 +162,8 @@ class MathVerifier:
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         rel_tol: float = DEFAULT_REL_TOL,
-        extraction: tuple[str, ...] = EXTRACTION_ORDER,
+        max_boxed: int = DEFAULT_MAX_BOXED,
+        ordered_lists: bool = False,
         max_workers: int | None = None,
         memory_mb: int | None = 4096,
     ):
@@ -228,15 +171,17 @@ class MathVerifier:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         if rel_tol < 0:
             raise ValueError(f"rel_tol must be >= 0, got {rel_tol}")
-        extract_answer("", extraction)  # validates the strategy names
+        if max_boxed < 1:
+            raise ValueError(f"max_boxed must be >= 1, got {max_boxed}")
         self.timeout = timeout
         self.rel_tol = rel_tol
-        self.extraction = extraction
+        self.max_boxed = max_boxed
+        self.ordered_lists = ordered_lists
         self._pool = WorkerPool(
             max_workers,
-            preload=("palaestra.verifiers.math",),
+            preload=("palaestra.verifiers.math_symbolic",),
             memory_mb=memory_mb,
-            warmup=(symbolic_equal, (r"\frac{1}{2}", "x^2+1")),
+            warmup=(symbolic_grade, (r"\boxed{\frac{1}{2}}", "x^2+1")),
         )
 
     def grade(self, completion: str, gold: Gold, *, timeout: float | None = None) -> MathGrade:
@@ -244,42 +189,66 @@ class MathVerifier:
 
         ``timeout`` overrides this verifier's bound on a symbolic comparison for this call.
         """
-        answer = extract_answer(completion, self.extraction)
-        if answer is None:
-            return MathGrade(0.0, None, "no_answer")
-        if len(answer) > MAX_ANSWER_CHARS:
-            return MathGrade(0.0, answer, "too_long")
         golds = [gold] if isinstance(gold, str | int | float | Fraction) else list(gold)
         if not golds:
             raise ValueError("gold must be an answer or a non-empty sequence of answers")
+        gold_texts = [_gold_text(one) for one in golds]
+        stated = _stated_answer(completion, self.max_boxed)
+        if stated.empty or not completion.strip():
+            return MathGrade(0.0, None, "no_answer")
+        if stated.hedged:
+            return MathGrade(0.0, None, "hedged")
+        if stated.answer is not None and len(stated.answer) > MAX_ANSWER_CHARS:
+            return MathGrade(0.0, stated.answer, "too_long")
         failures = []
-        for one in golds:
-            result = self.compare(answer, _gold_text(one), timeout=timeout)
+        for one in gold_texts:
+            result = self._compare(completion, stated.answer, one, timeout)
             if result.score == 1.0:
                 return result
             failures.append(result)
         return next((f for f in failures if f.method in ("timeout", "error")), failures[0])
 
-    def compare(self, answer: str, gold: str, *, timeout: float | None = None) -> MathGrade:
-        """Compare an extracted answer with one gold answer (both raw strings)."""
-        pred_text, gold_text = normalize_answer(answer), normalize_answer(gold)
-        if pred_text and _WHITESPACE.sub("", pred_text) == _WHITESPACE.sub("", gold_text):
-            return MathGrade(1.0, answer, "string")
-        pred_num, gold_num = _parse_number(pred_text), _parse_number(gold_text)
-        if pred_num is not None and gold_num is not None:
-            equal = _numbers_equal(pred_num, gold_num, self.rel_tol)
-            return MathGrade(float(equal), answer, "number")
-        if not pred_text or not gold_text:
-            return MathGrade(0.0, answer, "string")
+    def _compare(
+        self, completion: str, stated: str | None, gold: str, timeout: float | None
+    ) -> MathGrade:
+        fast = self._fast_compare(completion, stated, gold)
+        if fast is not None:
+            return fast
         _check_math_verify()
         limit = self.timeout if timeout is None else timeout
+        # a stated final answer is all math-verify needs to read (and much shorter)
+        text = completion if stated is None else f"\\boxed{{{stated}}}"
+        args = (text, gold, self.ordered_lists)
         try:
-            equal = self._pool.call(symbolic_equal, (pred_text, gold_text), timeout=limit)
+            equal, extracted = self._pool.call(symbolic_grade, args, timeout=limit)
         except WorkerTimeout:
-            return MathGrade(0.0, answer, "timeout")
+            return MathGrade(0.0, stated, "timeout")
         except WorkerError:
-            return MathGrade(0.0, answer, "error")
-        return MathGrade(float(equal), answer, "symbolic")
+            return MathGrade(0.0, stated, "error")
+        answer = stated if stated is not None else extracted
+        return MathGrade(float(equal), answer or None, "symbolic" if answer else "no_answer")
+
+    def _fast_compare(self, completion: str, stated: str | None, gold: str) -> MathGrade | None:
+        """The in-process decision, or None when math-verify must decide. A choice gold is
+        ``B``, ``(b)`` or ``\\text{(B)}``, not a bare ``e`` (a number)."""
+        gold_norm = normalize_answer(gold)
+        bare_letter = clean_latex(gold)
+        if gold_norm in _CHOICES and not (len(bare_letter) == 1 and bare_letter.islower()):
+            letter = _choice_letter(completion, stated)
+            if letter is not None:
+                return MathGrade(float(letter == gold_norm), letter, "choice")
+        if stated is None:
+            return None
+        equal = compare_numbers(normalize_answer(stated), gold_norm, self.rel_tol)
+        if equal is not None:
+            return MathGrade(float(equal), stated, "number")
+        if clean_latex(stated) == clean_latex(gold):
+            return MathGrade(1.0, stated, "string")
+        return None
+
+    def compare(self, answer: str, gold: str, *, timeout: float | None = None) -> MathGrade:
+        """Compare an already extracted answer with one gold answer (both raw strings)."""
+        return self.grade(f"\\boxed{{{answer}}}", gold, timeout=timeout)
 
     def __call__(self, completion: str, gold: Gold) -> float:
         return self.grade(completion, gold).score
@@ -290,11 +259,14 @@ class MathVerifier:
 
 
 def _gold_text(gold: str | int | float | Fraction) -> str:
+    """One gold answer as text: a gold with one ``\\boxed{}`` is its content; with several,
+    math-verify reads them (nearby boxes together)."""
     if isinstance(gold, bool) or not isinstance(gold, str | int | float | Fraction):
         raise TypeError(f"gold answers must be str or numbers, got {type(gold).__name__}")
-    if isinstance(gold, str):
-        return extract_answer(gold, ("boxed",)) or gold
-    return str(gold)
+    if not isinstance(gold, str):
+        return str(gold)
+    boxes = boxed_contents(gold)
+    return boxes[0] if len(boxes) == 1 and boxes[0].strip() else gold
 
 
 _default: MathVerifier | None = None

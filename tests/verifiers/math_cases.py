@@ -84,6 +84,11 @@ THOUSANDS: list[MathCase] = [
     (r"\boxed{12,345,678}", "12345678", 1.0),
     (r"\boxed{1,000,000}", "10^6", 1.0),
     (r"\boxed{1,234.5}", "1234.5", 1.0),
+    (r"\boxed{10,\!000}", "10000", 1.0),  # MATH's thousands separator
+    (r"\boxed{10000}", r"10,\!000", 1.0),
+    (r"\boxed{2,74}", "2.74", 1.0),  # a decimal comma, against a plain number
+    (r"\boxed{2,74}", "274", 0.0),
+    (r"\boxed{0,111}", "111", 0.0),
     (r"\boxed{1,000}", "100", 0.0),
     ("The answer is 2,500.", "2500", 1.0),
     ("The answer is 2,500.", "250", 0.0),
@@ -143,6 +148,10 @@ ASSIGNMENTS: list[MathCase] = [
     (r"\boxed{x+y=3}", "3", 1.0),  # an equation's right-hand side is its value
     (r"\boxed{x+y=4}", "3", 0.0),
     (r"\boxed{k = 12}", "12", 1.0),
+    (r"\boxed{y = 2x + 1}", "y=2x+1", 1.0),  # an equation keeps its left-hand side
+    (r"\boxed{x = 2x + 1}", "y=2x+1", 0.0),
+    (r"\boxed{\begin{pmatrix} 1 \\ 2 \end{pmatrix}}", r"\begin{pmatrix}1\\ 2\end{pmatrix}", 1.0),
+    (r"\boxed{\begin{pmatrix} 1 \\ 2 \end{pmatrix}}", r"\begin{pmatrix}1\\ 3\end{pmatrix}", 0.0),
 ]
 
 EXPRESSIONS: list[MathCase] = [
@@ -202,8 +211,11 @@ EXTRACTION: list[MathCase] = [
     ("First 3 then 5, so 8 in total", "8", 1.0),
     ("First 3 then 5, so 8 in total", "5", 0.0),
     ("I get 3.75 in the end", "3.75", 1.0),
-    (r"\boxed{1} no wait \boxed{2}", "2", 1.0),
-    (r"\boxed{1} no wait \boxed{2}", "1", 0.0),
+    (r"\boxed{1}. Checking the second step again shows a slip. The sum is \boxed{2}", "2", 1.0),
+    (r"\boxed{1}. Checking the second step again shows a slip. The sum is \boxed{2}", "1", 0.0),
+    (r"\boxed{1} no wait \boxed{2}", "2", 0.0),  # boxes this close are one answer: {1, 2}
+    (r"x = \boxed{2} or x = \boxed{3}", "2, 3", 1.0),
+    (r"x = \boxed{2} or x = \boxed{3}", "2", 0.0),
     (r"\boxed{\frac{1}{\boxed{2}}}", "2", 1.0),
     (r"the set is \boxed{\{1, 2\}} and unclosed \boxed{3", r"\{1,2\}", 1.0),
     ("I do not know.", "42", 0.0),
@@ -213,6 +225,28 @@ EXTRACTION: list[MathCase] = [
     (r"\boxed{\text{(B)}}", "B", 1.0),
     (r"\boxed{(C)}", "B", 0.0),
     (r"The answer is (B).", "B", 1.0),
+    ("Comparing the options, only (D) works.", "D", 1.0),  # a choice without "answer is"
+    ("Comparing the options, only (D) works.", "C", 0.0),
+    (r"Option (E) is out, so \boxed{2e}", "e", 0.0),  # a lowercase gold is not a choice
+    ("So the answer is (B).", "(b)", 1.0),
+    ("Final Answer: The largest $n$ is 34.", "34", 1.0),  # not the whole sentence
+    # an intermediate box does not win over a later stated final answer
+    (r"First \boxed{3} is one part. Adding the rest, the final answer is $5$.", "5", 1.0),
+    (r"First \boxed{3} is one part. Adding the rest, the final answer is $5$.", "3", 0.0),
+    # no box: the whole LaTeX answer, not its last number
+    ("(7, 6)", "(7,6)", 1.0),
+    ("So the ordered pair is $(7, 6)$.", "6", 0.0),
+    (r"x \geq 5", r"x \ge 5", 1.0),
+    (r"x \geq 5", "5", 0.0),
+    (r"x \geq 5", r"[5, \infty)", 1.0),  # an inequality is its interval
+    (r"\boxed{[5, \infty)}", r"x \ge 5", 1.0),
+    (r"\boxed{(5, \infty)}", r"x \ge 5", 0.0),
+    (
+        r"$\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}$",
+        r"\begin{pmatrix}1&2\\3&4\end{pmatrix}",
+        1.0,
+    ),
+    (r"$\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}$", "4", 0.0),
 ]
 
 GOLD_FORMATS: list[MathCase] = [

