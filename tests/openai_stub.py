@@ -1,7 +1,9 @@
-"""A tiny OpenAI-compatible HTTP server on localhost that plays guess-the-number by binary search.
+"""A tiny OpenAI-compatible HTTP server on localhost that plays guess-the-number by binary search,
+or (``tools=True``) arithmetic with the python tool.
 
 It speaks ``/v1/chat/completions`` like ``vllm serve`` does, so tests can run the HTTP agent and
-``palaestra eval`` end to end without a model.
+``palaestra eval`` end to end without a model. In tool mode it is as strict as OpenAI's API: a
+tool message must answer a call of the assistant message before it, by ``tool_call_id``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,35 @@ def binary_search_reply(messages: list[dict]) -> str:
     return "Halving the interval. \\boxed{" + str((low + high) // 2) + "}"
 
 
+def tool_protocol_error(messages: list[dict]) -> str | None:
+    """What OpenAI's API would reject in ``messages`` (tool messages without their call)."""
+    unanswered: list[str] = []
+    for message in messages:
+        if message["role"] == "assistant":
+            unanswered = [call["id"] for call in message.get("tool_calls") or []]
+        elif message["role"] == "tool":
+            if message.get("tool_call_id") not in unanswered:
+                return f"tool message with tool_call_id {message.get('tool_call_id')!r} answers no call"
+            unanswered.remove(message["tool_call_id"])
+        elif unanswered:
+            return f"tool calls {unanswered} were not answered"
+    return None
+
+
+def python_tool_reply(messages: list[dict]) -> dict:
+    """Call the python tool on the task's expression, then answer with the tool's output."""
+    if messages[-1]["role"] == "tool":
+        return {"role": "assistant", "content": "\\boxed{" + messages[-1]["content"].strip() + "}"}
+    task = next(m["content"] for m in messages if m["role"] == "user")
+    expression = re.search(r"Compute (.+)\.$", task).group(1)
+    call = {
+        "id": f"call_{len(messages)}",
+        "type": "function",
+        "function": {"name": "python", "arguments": json.dumps({"code": f"print({expression})"})},
+    }
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
 
@@ -41,7 +72,14 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/v1/chat/completions":
             self._send(404, {"error": f"no route {self.path}"})
             return
-        text = binary_search_reply(body["messages"])
+        if self.server.tools:
+            error = tool_protocol_error(body["messages"])
+            if error is not None:
+                self._send(400, {"error": error})
+                return
+            message = python_tool_reply(body["messages"])
+        else:
+            message = {"role": "assistant", "content": binary_search_reply(body["messages"])}
         self._send(
             200,
             {
@@ -51,7 +89,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": text},
+                        "message": message,
                         "finish_reason": "stop",
                     }
                 ],
@@ -73,9 +111,10 @@ class _Handler(BaseHTTPRequestHandler):
 class StubServer:
     """Context manager: serves on 127.0.0.1 (a free port) in a thread; ``url`` ends in ``/v1``."""
 
-    def __init__(self, failures: int = 0):
+    def __init__(self, failures: int = 0, *, tools: bool = False):
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.requests = []
+        self.httpd.tools = tools
         self.httpd.failures_left = failures
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
