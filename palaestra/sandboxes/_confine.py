@@ -144,7 +144,7 @@ def _bind(source: str, root: str) -> None:
         os.makedirs(target, exist_ok=True)
     else:
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        open(target, "a").close()  # noqa: SIM115
+        open(target, "a").close()
     _mount(source, target, None, MS_BIND | MS_REC)
     _make_read_only(target)
 
@@ -172,7 +172,7 @@ def build_template_root(readable: list[str], root: str = "/tmp") -> None:
     os.makedirs(f"{root}/dev", exist_ok=True)
     for device in DEVICES:
         if os.path.exists(f"/dev/{device}"):
-            open(f"{root}/dev/{device}", "a").close()  # noqa: SIM115
+            open(f"{root}/dev/{device}", "a").close()
             _mount(f"/dev/{device}", f"{root}/dev/{device}", None, MS_BIND)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"),
@@ -380,9 +380,7 @@ def apply_seccomp(program: bytes) -> None:
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     fprog = _SockFprog(len(program) // 8, program)
     seccomp_mode_filter = 2
-    _check(
-        _libc.prctl(PR_SET_SECCOMP, seccomp_mode_filter, ctypes.byref(fprog), 0, 0), "seccomp"
-    )
+    _check(_libc.prctl(PR_SET_SECCOMP, seccomp_mode_filter, ctypes.byref(fprog), 0, 0), "seccomp")
 
 
 # ----------------------------------------------------------------------------- cgroups

@@ -40,8 +40,7 @@ import types
 
 if "_confine" not in sys.modules:  # run as a file; the docker backend bundles it instead
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import _confine
-
+    __import__("_confine")
     del sys.path[0]
 confine = sys.modules["_confine"]
 
@@ -273,7 +272,9 @@ class Monitor:
         self.cgroups = cgroups
         limits = setup["limits"]
         self.run_cgroup = (
-            cgroups.create_run(f"run-{os.getpid()}", limits["memory_mb"], limits["max_processes"] + 1)
+            cgroups.create_run(
+                f"run-{os.getpid()}", limits["memory_mb"], limits["max_processes"] + 1
+            )
             if cgroups is not None and cgroups.dirs
             else {}
         )
@@ -288,7 +289,9 @@ class Monitor:
         self.pid = os.fork()
         if self.pid == 0:
             try:
-                runner_main(setup, self.run_cgroup, self.workdir, [out_w, err_w, requests_r, status_w])
+                runner_main(
+                    setup, self.run_cgroup, self.workdir, [out_w, err_w, requests_r, status_w]
+                )
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.write(2, traceback.format_exc().encode())
@@ -400,7 +403,10 @@ class Monitor:
             size = struct.unpack(">I", self.status_buffer[:4])[0]
             if len(self.status_buffer) < 4 + size:
                 return None
-            body, self.status_buffer = self.status_buffer[4 : 4 + size], self.status_buffer[4 + size :]
+            body, self.status_buffer = (
+                self.status_buffer[4 : 4 + size],
+                self.status_buffer[4 + size :],
+            )
             try:
                 status = json.loads(body)
                 valid = (
@@ -547,7 +553,9 @@ def monitor_main(setup: dict, cgroups: object) -> int:
             stderr = bytearray()
             monitor._drain(monitor.err_r, stderr, {monitor.err_r: 0})
             reason = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no reason"]
-            write_message(1, {"error": f"sandbox runner failed to start: {reason[0]}", "id": job["id"]})
+            write_message(
+                1, {"error": f"sandbox runner failed to start: {reason[0]}", "id": job["id"]}
+            )
             return 0
         monitor.start(job)
         if not job["session"]:
@@ -629,7 +637,9 @@ def set_up(config: dict) -> tuple[dict, object]:
             "namespace, no Landlock); pass allow_unconfined_root=True to accept the risk"
         )
     setup["uid_drop"] = host_root and not setup["namespaces"] and _world_readable(sys.prefix)
-    setup["network_isolated"] = setup["namespaces"] or setup["landlock_abi"] >= 4 or setup["seccomp"]
+    setup["network_isolated"] = (
+        setup["namespaces"] or setup["landlock_abi"] >= 4 or setup["seccomp"]
+    )
     setup["cgroup_memory"] = cgroups is not None and "memory" in cgroups.dirs
     setup["cgroup_pids"] = cgroups is not None and "pids" in cgroups.dirs
     setup["cgroups"] = list(cgroups.dirs.values()) if cgroups is not None else []

@@ -95,9 +95,16 @@ class _ProcessWorker(FramedWorker):
     def _remove_cgroups(self) -> None:
         """Kill what is left in the worker's cgroups and remove them (after a hard kill)."""
         for parent in self.report.get("cgroups", []):
-            runs = [entry.path for entry in os.scandir(parent) if entry.is_dir()] if os.path.isdir(parent) else []
+            runs = (
+                [entry.path for entry in os.scandir(parent) if entry.is_dir()]
+                if os.path.isdir(parent)
+                else []
+            )
             for path in [*runs, parent]:
-                with contextlib.suppress(OSError), open(os.path.join(path, "cgroup.procs")) as procs:
+                with (
+                    contextlib.suppress(OSError),
+                    open(os.path.join(path, "cgroup.procs")) as procs,
+                ):
                     for pid in procs.read().split():
                         with contextlib.suppress(OSError):
                             os.kill(int(pid), signal.SIGKILL)

@@ -173,7 +173,7 @@ print(json.dumps(verdicts))
 
 CALLER = (
     PLAIN_SOURCE
-    + r'''
+    + r"""
 import io, os, sys
 
 CALLS = json.load(open("calls.json"))
@@ -191,5 +191,5 @@ for _index, _key in enumerate(CALLS):
         _reply = {"raised": [type(_exc).__name__, str(_exc)[:200]]}
     sys.stdout = io.StringIO()
     os.write(_out, (json.dumps([_index, _reply], separators=(",", ":")) + "\n").encode())
-'''
+"""
 )

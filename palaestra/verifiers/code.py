@@ -127,9 +127,7 @@ def _describe(test: str, verdict: dict[str, Any]) -> str:
 
 def _run_harness(sandbox: Sandbox, spec: dict[str, Any]) -> list[dict[str, Any]] | str:
     """The harness's verdict per test, or why it could not run (a fault of the problem)."""
-    result = sandbox.run(
-        HARNESS, files={"harness.json": json.dumps(spec)}, timeout=HARNESS_TIMEOUT
-    )
+    result = sandbox.run(HARNESS, files={"harness.json": json.dumps(spec)}, timeout=HARNESS_TIMEOUT)
     try:
         verdicts = json.loads(result.stdout)
     except json.JSONDecodeError:

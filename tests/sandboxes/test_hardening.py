@@ -240,7 +240,9 @@ def test_session_cells_cannot_forge_later_results(any_sandbox: LocalSandbox) -> 
         session.run(forge)
         failing = session.run("assert False, 'must fail'")
         assert failing.exit_code == 1 and "must fail" in failing.stderr
-        malformed = "import os, struct\nos.write(4, struct.pack('>I', 17) + b'{\"exit_code\": \"0\"}')"
+        malformed = (
+            "import os, struct\nos.write(4, struct.pack('>I', 17) + b'{\"exit_code\": \"0\"}')"
+        )
         session.run(malformed)
         after = session.run("assert False")
         assert after.exit_code != 0
@@ -266,23 +268,25 @@ def test_sessions_get_no_cpu_between_cells(any_sandbox: LocalSandbox) -> None:
 
 
 def test_session_cpu_time_is_bounded() -> None:
-    with LocalSandbox(pool_size=1, limits=Limits(session_cpu_seconds=1)) as box:
-        with box.session() as session:
-            spin = "t = time.process_time()\nwhile time.process_time() - t < 0.6:\n    pass"
-            session.run("import time")
-            for _ in range(3):  # 0.6 s of CPU each: the second or third exceeds 1 s
-                result = session.run(spin, timeout=5)
-                if not result.ok:
-                    break
-            assert not result.ok and not result.timed_out
-            assert "restarted" in session.run("print(1)").stderr
+    box = LocalSandbox(pool_size=1, limits=Limits(session_cpu_seconds=1))
+    with box, box.session() as session:
+        spin = "t = time.process_time()\nwhile time.process_time() - t < 0.6:\n    pass"
+        session.run("import time")
+        for _ in range(3):  # 0.6 s of CPU each: the second or third exceeds 1 s
+            result = session.run(spin, timeout=5)
+            if not result.ok:
+                break
+        assert not result.ok and not result.timed_out
+        assert "restarted" in session.run("print(1)").stderr
 
 
 def test_closing_a_session_never_delays_other_runs() -> None:
     with LocalSandbox(pool_size=2) as box:
         box.warm()
         session = box.session()
-        session.run("import threading, time\nthreading.Thread(target=time.sleep, args=(60,)).start()")
+        session.run(
+            "import threading, time\nthreading.Thread(target=time.sleep, args=(60,)).start()"
+        )
         closer = threading.Thread(target=session.close)
         closer.start()
         assert box.run("print('other run')", timeout=5).stdout == "other run\n"

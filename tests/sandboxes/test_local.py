@@ -103,7 +103,13 @@ def test_concurrent_runs_use_the_pool() -> None:
 
 def test_isolation_report_names_each_mechanism(sandbox: LocalSandbox) -> None:
     report = sandbox.isolation_report()
-    assert report["network"] in {"namespace", "landlock+seccomp", "seccomp", "landlock-tcp", "audit-hook"}
+    assert report["network"] in {
+        "namespace",
+        "landlock+seccomp",
+        "seccomp",
+        "landlock-tcp",
+        "audit-hook",
+    }
     assert report["processes"] in {"pid-namespace", "process-group+subreaper"}
     assert report["missing"] == [key for key, value in report.items() if value is None] + (
         ["network"] if report["network"] == "audit-hook" else []

@@ -207,7 +207,10 @@ def test_expected_values_never_enter_the_candidate_run(box: LocalSandbox) -> Non
 
 def test_exceptions_and_non_plain_results_are_failures(box: LocalSandbox) -> None:
     problem = FunctionProblem(
-        tests=["assert f(1) == 1", "try:\n    f(-1)\n    assert False\nexcept ValueError:\n    pass"],
+        tests=[
+            "assert f(1) == 1",
+            "try:\n    f(-1)\n    assert False\nexcept ValueError:\n    pass",
+        ],
         entry_point="f",
     )
     raises = "def f(x):\n    if x < 0:\n        raise ValueError('negative')\n    return x"

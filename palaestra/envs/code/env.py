@@ -8,10 +8,10 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from palaestra.core.env import Env, Policy, ResetResult, StepResult
-from palaestra.verifiers.code import TestReport, grade
 from palaestra.envs.code.problems import SAMPLE_DATASET, CodeProblem, load_humaneval, load_problems
 from palaestra.sandboxes import Sandbox
 from palaestra.sandboxes.factory import backend_class, resolve_sandbox
+from palaestra.verifiers.code import TestReport, grade
 
 _CODE_BLOCK = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
