@@ -387,11 +387,13 @@ def apply_seccomp(program: bytes) -> None:
 
 
 class Cgroups:
-    """A worker's memory and pids cgroups, with one child per run (v1 or v2 hierarchies).
+    """A worker's memory and pids cgroups, with a child for its runs (v1 or v2 hierarchies).
 
     Created by the worker before it enters its user namespace (as root, or where the
-    hierarchy was delegated to this user); every directory is removed again by
-    :meth:`remove_run` and :meth:`remove`. Controllers that cannot be set up are left out.
+    hierarchy was delegated to this user). A worker runs one run at a time, so the child
+    holds only the current run's processes; it is reused by the next run (its OOM count
+    is read before and after). Every directory is removed again by :meth:`remove_run` and
+    :meth:`remove`. Controllers that cannot be set up are left out.
     """
 
     def __init__(self, name: str) -> None:
@@ -439,17 +441,28 @@ class Cgroups:
             _write_file(os.path.join(path, "memory.limit_in_bytes"), limit)
 
     @staticmethod
-    def oom_killed(run: dict[str, str]) -> bool:
-        """Whether the kernel killed a process of the run for exceeding its memory limit."""
+    def memory_limit_mb(run: dict[str, str]) -> int | None:
+        """The memory limit now set on the run's cgroup (None: none, or no memory controller)."""
         if "memory" not in run:
-            return False
+            return None
+        path = run["memory"]
+        text = _read_file(
+            os.path.join(path, "memory.max" if _is_v2(path) else "memory.limit_in_bytes")
+        )
+        return int(text) >> 20 if text.strip().isdigit() else None
+
+    @staticmethod
+    def oom_kills(run: dict[str, str]) -> int:
+        """How many processes the kernel has killed in this cgroup for exceeding its memory."""
+        if "memory" not in run:
+            return 0
         path = run["memory"]
         events = "memory.events" if _is_v2(path) else "memory.oom_control"
         for line in _read_file(os.path.join(path, events)).splitlines():
             key, _, value = line.partition(" ")
-            if key == "oom_kill" and value.strip() not in ("", "0"):
-                return True
-        return False
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+        return 0
 
     @staticmethod
     def pids(run: dict[str, str]) -> list[int]:

@@ -271,13 +271,8 @@ class Monitor:
         self.setup = setup
         self.cgroups = cgroups
         limits = setup["limits"]
-        self.run_cgroup = (
-            cgroups.create_run(
-                f"run-{os.getpid()}", limits["memory_mb"], limits["max_processes"] + 1
-            )
-            if cgroups is not None and cgroups.dirs
-            else {}
-        )
+        self.run_cgroup = setup["run_cgroup"]
+        self.oom_kills = cgroups.oom_kills(self.run_cgroup) if self.run_cgroup else 0
         if setup["namespaces"]:
             confine.unshare(confine.CLONE_NEWPID)
         confine.prctl(confine.PR_SET_CHILD_SUBREAPER, 1)
@@ -322,8 +317,9 @@ class Monitor:
     def start(self, job: dict) -> None:
         """Hand the request to the waiting runner (limits of this run first)."""
         self.cap = job["limits"]["max_output_bytes"]
-        if self.run_cgroup and job["limits"]["memory_mb"] != self.memory_mb:
-            self.cgroups.set_memory(self.run_cgroup, job["limits"]["memory_mb"])
+        memory_mb = job["limits"]["memory_mb"]
+        if self.run_cgroup and self.cgroups.memory_limit_mb(self.run_cgroup) != memory_mb:
+            self.cgroups.set_memory(self.run_cgroup, memory_mb)
         self.memory_mb = job["limits"]["memory_mb"]
         with contextlib.suppress(BrokenPipeError):
             write_message(self.requests_w, {k: v for k, v in job.items() if k != "id"})
@@ -376,7 +372,7 @@ class Monitor:
 
     def _memory_exceeded(self, exit_code: int | None) -> bool:
         if self.run_cgroup.get("memory"):
-            return self.cgroups.oom_killed(self.run_cgroup)
+            return self.cgroups.oom_kills(self.run_cgroup) > self.oom_kills
         if not exit_code or self.rusage is None:
             return False
         return self.rusage.ru_maxrss * 1024 >= RSS_ESTIMATE_SHARE * (self.memory_mb << 20)
@@ -455,7 +451,8 @@ class Monitor:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 kill(self.pid, signal.SIGKILL)
         _, wait_status, self.rusage = os.wait4(self.pid, 0)
-        kill_orphans()
+        if not self.setup["namespaces"]:  # else the PID namespace died with its first process
+            kill_orphans()
         self.exit_code = os.waitstatus_to_exitcode(wait_status)
         return self.exit_code
 
@@ -466,8 +463,6 @@ class Monitor:
         self.stop()
         for fd in self.namespace_fds:
             os.close(fd)
-        if self.run_cgroup:
-            self.cgroups.remove_run(self.run_cgroup)
         if not self.setup["mount"]:
             remove_tree(self.workdir)
 
@@ -643,6 +638,12 @@ def set_up(config: dict) -> tuple[dict, object]:
     setup["cgroup_memory"] = cgroups is not None and "memory" in cgroups.dirs
     setup["cgroup_pids"] = cgroups is not None and "pids" in cgroups.dirs
     setup["cgroups"] = list(cgroups.dirs.values()) if cgroups is not None else []
+    limits = config["limits"]
+    setup["run_cgroup"] = (
+        cgroups.create_run("run", limits["memory_mb"], limits["max_processes"] + 1)
+        if cgroups is not None and cgroups.dirs
+        else {}
+    )
     setup["base_dir"] = None if setup["mount"] else tempfile.mkdtemp(prefix="palaestra-sandbox-")
     if setup["uid_drop"]:
         os.chmod(setup["base_dir"], 0o711)
@@ -675,7 +676,8 @@ def worker_main(config: dict) -> None:
     except Exception as exc:
         write_message(1, {"error": f"{type(exc).__name__}: {exc}"})
         return
-    report = {k: v for k, v in setup.items() if k not in ("limits", "readable", "seccomp_program")}
+    private = ("limits", "readable", "seccomp_program", "run_cgroup")
+    report = {k: v for k, v in setup.items() if k not in private}
     write_message(1, {"ready": True, "uid": os.getuid(), **report})
     gc.freeze()  # forked monitors and runners share these objects without copying their pages
     try:
@@ -692,6 +694,7 @@ def worker_main(config: dict) -> None:
                 break  # the host's pipe closed, or a monitor failed: the host starts a new worker
     finally:
         if cgroups is not None:
+            cgroups.remove_run(setup["run_cgroup"])
             cgroups.remove()
         if setup["base_dir"]:
             remove_tree(setup["base_dir"])
