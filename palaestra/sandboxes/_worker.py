@@ -267,7 +267,7 @@ class Monitor:
     """Owns one runner: starts and confines it ahead of the request, then enforces the
     deadline and reports what it observed."""
 
-    def __init__(self, setup: dict, cgroups: object) -> None:
+    def __init__(self, setup: dict, cgroups: confine.Cgroups | None) -> None:
         self.setup = setup
         self.cgroups = cgroups
         limits = setup["limits"]
@@ -307,6 +307,14 @@ class Monitor:
         self.rusage: resource.struct_rusage | None = None
         self.cap = limits["max_output_bytes"]
         self.memory_mb = limits["memory_mb"]
+
+    def startup_error(self) -> str:
+        """Why the runner died before it was ready (the last line of its traceback)."""
+        self.stop()
+        stderr = bytearray()
+        self._drain(self.err_r, stderr, {self.err_r: 0})
+        reason = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no reason"]
+        return f"sandbox runner failed to start: {reason[0]}"
 
     def _host_workdir(self) -> str:
         path = tempfile.mkdtemp(prefix="run-", dir=self.setup["base_dir"])
@@ -536,7 +544,7 @@ def remove_tree(path: str) -> None:
         os.rmdir(path)
 
 
-def monitor_main(setup: dict, cgroups: object) -> int:
+def monitor_main(setup: dict, cgroups: confine.Cgroups | None) -> int:
     """One run or session: prepare the runner, then wait for the host's request."""
     monitor = Monitor(setup, cgroups)
     try:
@@ -544,13 +552,7 @@ def monitor_main(setup: dict, cgroups: object) -> int:
         if job is None:
             return EXIT_EOF
         if not monitor.ready:
-            monitor.stop()
-            stderr = bytearray()
-            monitor._drain(monitor.err_r, stderr, {monitor.err_r: 0})
-            reason = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no reason"]
-            write_message(
-                1, {"error": f"sandbox runner failed to start: {reason[0]}", "id": job["id"]}
-            )
+            write_message(1, {"error": monitor.startup_error(), "id": job["id"]})
             return 0
         monitor.start(job)
         if not job["session"]:
@@ -593,7 +595,7 @@ def prepare_mount(setup: dict) -> bool:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
-def set_up(config: dict) -> tuple[dict, object]:
+def set_up(config: dict) -> tuple[dict, confine.Cgroups | None]:
     """Enter the worker's namespaces and find out what confines each run (or raise)."""
     host_root = os.geteuid() == 0
     cgroups = None
