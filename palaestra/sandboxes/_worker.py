@@ -182,16 +182,7 @@ def runner_main(setup: dict, run_cgroup: dict, workdir: str, fds: list[int]) -> 
     job = read_message(3)
     if job is None:
         os._exit(0)
-    for name, content in job["files"].items():
-        os.makedirs(os.path.dirname(name) or ".", exist_ok=True)
-        with open(name, "wb") as handle:
-            handle.write(content.encode("utf-8", "surrogateescape"))
-    if job.get("stdin"):
-        memfd = os.memfd_create("stdin")
-        os.write(memfd, job["stdin"].encode("utf-8", "surrogateescape"))
-        os.lseek(memfd, 0, os.SEEK_SET)
-        os.dup2(memfd, 0)
-        os.close(memfd)
+    _write_inputs(job)
     _set_rlimits(job, setup, existing_processes)
     os.environ.clear()
     os.environ.update(job["env"], HOME=workdir, TMPDIR=workdir, PWD=workdir)
@@ -209,6 +200,21 @@ def runner_main(setup: dict, run_cgroup: dict, workdir: str, fds: list[int]) -> 
         if exited:
             os._exit(exit_code & 0xFF)
     os._exit(0)
+
+
+def _write_inputs(job: dict) -> None:
+    """The request's files into the work dir, its stdin onto fd 0 (an in-memory file)."""
+    for name, content in job["files"].items():
+        os.makedirs(os.path.dirname(name) or ".", exist_ok=True)
+        with open(name, "wb") as handle:
+            handle.write(content.encode("utf-8", "surrogateescape"))
+    if job.get("stdin"):
+        memfd = os.memfd_create("stdin")
+        with open(memfd, "wb", closefd=False) as handle:
+            handle.write(job["stdin"].encode("utf-8", "surrogateescape"))
+        os.lseek(memfd, 0, os.SEEK_SET)
+        os.dup2(memfd, 0)
+        os.close(memfd)
 
 
 WARM_UP = "import sys\nvalues = [str(i) * 2 for i in range(64)]\nprint(len(values), file=sys.stderr, end='')\n"

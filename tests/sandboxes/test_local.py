@@ -41,6 +41,12 @@ def test_files_and_stdin(sandbox: LocalSandbox) -> None:
     assert sandbox.run(code, files=files, stdin="2\n").stdout == "42\n"
 
 
+def test_large_stdin_arrives_whole(sandbox: LocalSandbox) -> None:
+    text = "x" * 3_000_000 + "\n"
+    result = sandbox.run("import sys\nprint(len(sys.stdin.read()))", stdin=text)
+    assert result.stdout == f"{len(text)}\n"
+
+
 def test_runs_are_independent(sandbox: LocalSandbox) -> None:
     sandbox.run("import builtins\nbuiltins.leak = 1\nopen('left.txt', 'w').write('x')")
     result = sandbox.run("import builtins, os\nprint(hasattr(builtins, 'leak'), os.listdir('.'))")
