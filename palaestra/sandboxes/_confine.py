@@ -26,6 +26,7 @@ import stat
 import struct
 import sys
 import sysconfig
+import time
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x20000, 0x4000000, 0x8000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP = 0x10000000, 0x20000000, 0x40000000, 0x2000000  # fmt: skip
@@ -473,21 +474,28 @@ class Cgroups:
 
     @staticmethod
     def remove_run(run: dict[str, str]) -> None:
-        """Remove a run's cgroups once its processes have exited (retries while they exit)."""
+        """Remove the runs' cgroups once their processes have exited."""
         for path in dict.fromkeys(run.values()):
-            for _ in range(200):
-                try:
-                    os.rmdir(path)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    os.sched_yield()
+            remove_cgroup(path)
 
     def remove(self) -> None:
-        for path in self.dirs.values():
-            with contextlib.suppress(OSError):
-                os.rmdir(path)
+        for path in dict.fromkeys(self.dirs.values()):
+            remove_cgroup(path)
+
+
+def remove_cgroup(path: str, patience: float = 5.0) -> None:
+    """``rmdir`` a cgroup, retrying while the kernel still counts exiting processes in it."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 def join(run: dict[str, str]) -> None:

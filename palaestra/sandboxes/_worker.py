@@ -702,8 +702,9 @@ def worker_main(config: dict) -> None:
                 break  # the host's pipe closed, or a monitor failed: the host starts a new worker
     finally:
         if cgroups is not None:
-            cgroups.remove_run(setup["run_cgroup"])
-            cgroups.remove()
+            with contextlib.suppress(OSError):  # the host retries once the worker is gone
+                cgroups.remove_run(setup["run_cgroup"])
+                cgroups.remove()
         if setup["base_dir"]:
             remove_tree(setup["base_dir"])
 

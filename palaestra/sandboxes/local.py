@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from palaestra.sandboxes._confine import remove_cgroup
 from palaestra.sandboxes.base import Limits
 from palaestra.sandboxes.pool import FramedWorker, WorkerPoolSandbox
 
@@ -96,9 +97,7 @@ class _ProcessWorker(FramedWorker):
         """Kill what is left in the worker's cgroups and remove them (after a hard kill)."""
         for parent in self.report.get("cgroups", []):
             runs = (
-                [entry.path for entry in os.scandir(parent) if entry.is_dir()]
-                if os.path.isdir(parent)
-                else []
+                [e.path for e in os.scandir(parent) if e.is_dir()] if os.path.isdir(parent) else []
             )
             for path in [*runs, parent]:
                 with (
@@ -108,14 +107,8 @@ class _ProcessWorker(FramedWorker):
                     for pid in procs.read().split():
                         with contextlib.suppress(OSError):
                             os.kill(int(pid), signal.SIGKILL)
-                for _ in range(100):
-                    try:
-                        os.rmdir(path)
-                        break
-                    except FileNotFoundError:
-                        break
-                    except OSError:
-                        time.sleep(0.01)
+                with contextlib.suppress(OSError):
+                    remove_cgroup(path)
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -392,3 +393,23 @@ def test_clean_up_leaves_no_files_processes_cgroups_or_ipc(level: str) -> None:
 
 def _alive(pids: set[int]) -> bool:
     return any(os.path.exists(f"/proc/{pid}") for pid in pids)
+
+
+def test_workers_clean_up_after_a_host_that_vanished() -> None:
+    host = (
+        "import os\n"
+        "from palaestra.sandboxes import LocalSandbox\n"
+        "box = LocalSandbox(pool_size=2)\n"
+        "box.warm()\n"
+        "box.run('print(1)')\n"
+        "print(*box.worker_pids(), flush=True)\n"
+        "os._exit(0)\n"  # no close(): the workers find their pipe closed
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(palaestra.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-c", host], capture_output=True, text=True, env=env)
+    workers = {int(pid) for pid in done.stdout.split()}
+    assert len(workers) == 2, done.stderr
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (_worker_cgroups(workers) or _alive(workers)):
+        time.sleep(0.05)
+    assert _worker_cgroups(workers) == [] and not _alive(workers)
