@@ -393,8 +393,8 @@ class Cgroups:
     Created by the worker before it enters its user namespace (as root, or where the
     hierarchy was delegated to this user). A worker runs one run at a time, so the child
     holds only the current run's processes; it is reused by the next run (its OOM count
-    is read before and after). Every directory is removed again by :meth:`remove_run` and
-    :meth:`remove`. Controllers that cannot be set up are left out.
+    is read before and after). :meth:`remove` removes every directory again. Controllers
+    that cannot be set up are left out.
     """
 
     def __init__(self, name: str) -> None:
@@ -472,14 +472,12 @@ class Cgroups:
         text = _read_file(os.path.join(path, "cgroup.procs")) if path else ""
         return [int(pid) for pid in text.split()]
 
-    @staticmethod
-    def remove_run(run: dict[str, str]) -> None:
-        """Remove the runs' cgroups once their processes have exited."""
-        for path in dict.fromkeys(run.values()):
-            remove_cgroup(path)
-
     def remove(self) -> None:
+        """Remove the worker's cgroups and the runs' cgroup below them."""
         for path in dict.fromkeys(self.dirs.values()):
+            for entry in os.scandir(path):
+                if entry.is_dir():
+                    remove_cgroup(entry.path)
             remove_cgroup(path)
 
 

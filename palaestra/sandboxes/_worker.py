@@ -602,14 +602,23 @@ def prepare_mount(setup: dict) -> bool:
 
 
 def set_up(config: dict) -> tuple[dict, confine.Cgroups | None]:
-    """Enter the worker's namespaces and find out what confines each run (or raise)."""
-    host_root = os.geteuid() == 0
+    """Enter the worker's namespaces and find out what confines each run (or raise, leaving
+    no cgroup behind)."""
     cgroups = None
     if config["cgroups"] is not False:
         cgroups = confine.Cgroups(f"palaestra-sandbox-{os.getpid()}")
+    try:
         if config["cgroups"] and "memory" not in cgroups.dirs:
-            cgroups.remove()
             raise OSError("no writable memory cgroup controller")
+        return _set_up_mechanisms(config, cgroups), cgroups
+    except BaseException:
+        if cgroups is not None:
+            cgroups.remove()
+        raise
+
+
+def _set_up_mechanisms(config: dict, cgroups: confine.Cgroups | None) -> dict:
+    host_root = os.geteuid() == 0
     setup = {"namespaces": False, "mount": False, "landlock_abi": 0, "seccomp": False}
     setup.update(limits=config["limits"], readable=confine.readable_paths(config["readable"]))
     if config["namespaces"] is not False:
@@ -655,7 +664,7 @@ def set_up(config: dict) -> tuple[dict, confine.Cgroups | None]:
     setup["base_dir"] = None if setup["mount"] else tempfile.mkdtemp(prefix="palaestra-sandbox-")
     if setup["uid_drop"]:
         os.chmod(setup["base_dir"], 0o711)
-    return setup, cgroups
+    return setup
 
 
 def _world_readable(path: str) -> bool:
@@ -703,7 +712,6 @@ def worker_main(config: dict) -> None:
     finally:
         if cgroups is not None:
             with contextlib.suppress(OSError):  # the host retries once the worker is gone
-                cgroups.remove_run(setup["run_cgroup"])
                 cgroups.remove()
         if setup["base_dir"]:
             remove_tree(setup["base_dir"])
