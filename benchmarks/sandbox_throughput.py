@@ -1,21 +1,24 @@
 """Executions per second and latency: palaestra's local sandbox vs a subprocess per call vs GEM.
 
-All three run in the same process, one after another, on the same programs, so the ratios
-are fair on a shared machine. GEM (PyPI ``gem-llm``) is measured through the function its
+All run in the same process, one after another, on the same programs, so the ratios are
+fair on a shared machine. GEM (PyPI ``gem-llm``) is measured through the function its
 python tool calls, ``gem.utils.sandbox.run_python(code, "none")``; it is loaded from the
 installed package without importing ``gem`` itself (whose ``__init__`` pulls in heavy
-optional dependencies). Without ``gem-llm`` installed its rows are skipped.
+optional dependencies). Without ``gem-llm`` installed its rows are skipped. ``--before REF``
+adds the local sandbox of an earlier commit (its ``palaestra/sandboxes`` read from git).
 
-    python benchmarks/sandbox_throughput.py --calls 200
+    python benchmarks/sandbox_throughput.py --calls 200 --before f20d92d
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +55,27 @@ def gem_runner() -> Runner | None:
     return lambda code: run_python(code, "none", timeout=10)[1]
 
 
+def sandbox_before(ref: str) -> type:
+    """``LocalSandbox`` as it was at git ``ref``, imported as ``palaestra_before.sandboxes``."""
+    root = Path(tempfile.mkdtemp(prefix="sandbox-before-"))
+    package = root / "palaestra_before" / "sandboxes"
+    package.mkdir(parents=True)
+    (root / "palaestra_before" / "__init__.py").write_text("")
+    listing = subprocess.run(
+        ["git", "ls-tree", "--name-only", ref, "palaestra/sandboxes/"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    for path in listing:
+        source = subprocess.run(
+            ["git", "show", f"{ref}:{path}"], capture_output=True, text=True, check=True
+        ).stdout
+        (package / Path(path).name).write_text(
+            source.replace("palaestra.sandboxes", "palaestra_before.sandboxes")
+        )
+    sys.path.insert(0, str(root))
+    return importlib.import_module("palaestra_before.sandboxes.local").LocalSandbox
+
+
 def measure(run: Runner, code: str, calls: int, concurrency: int) -> dict[str, float]:
     latencies: list[float] = []
 
@@ -79,13 +103,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200, help="executions per cell")
     parser.add_argument("--pool-size", type=int, default=16)
+    parser.add_argument("--before", help="also measure the local sandbox of this git commit")
     args = parser.parse_args()
     sandbox = LocalSandbox(pool_size=args.pool_size)
     sandbox.warm()
     runners: dict[str, Runner] = {
-        "palaestra local": lambda code: sandbox.run(code, timeout=10).stdout,
-        "subprocess per call": subprocess_runner,
+        "palaestra local": lambda code: sandbox.run(code, timeout=10).stdout
     }
+    if args.before:
+        before = sandbox_before(args.before)(pool_size=args.pool_size)
+        before.warm()
+        runners[f"palaestra local at {args.before}"] = lambda code: (
+            before.run(code, timeout=10).stdout
+        )
+    runners["subprocess per call"] = subprocess_runner
     gem = gem_runner()
     if gem is not None:
         runners["GEM run_python"] = gem

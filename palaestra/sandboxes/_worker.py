@@ -1,31 +1,34 @@
-"""Sandbox worker: a warm interpreter that runs untrusted code in forked, confined children.
+"""Sandbox worker: a warm interpreter that forks one confined runner per run, ahead of time.
 
-``palaestra/sandboxes/local.py`` starts this file as ``python -I -B _worker.py CONFIG_JSON``;
-it imports only the standard library, so a fork of it is cheap. Process tree per request::
+``palaestra/sandboxes/local.py`` starts this file as ``python -I -B _worker.py CONFIG_JSON``
+(the docker backend sends it with ``_confine.py`` bundled). It imports only the standard
+library. Process tree::
 
-    worker (warm; root dropped to nobody; own user + network namespace)
-      └─ monitor (one per run or session; new PID namespace for its child; subreaper;
-         owns the private work dir, the output pipes, the deadline)
-           └─ runner (PID 1 of that namespace; rlimits, Landlock, no capabilities;
-              executes the code in-process, no interpreter start-up)
+    worker (warm; own user + network namespace; never reads a run's request)
+      └─ monitor (forked before the request arrives; reads it from the host pipe itself,
+         enforces the deadline, reports what it observed, replies, exits; then the
+         worker forks the next one)
+           └─ runner (PID 1 of a new PID namespace; private mount, IPC and UTS
+              namespaces over a minimal read-only root with a tmpfs work dir; cgroup,
+              fresh keyring, Landlock, seccomp, no capabilities; all of it set up
+              before the request arrives, so a run is a hand-off to a ready process)
 
-Killing the runner (PID 1) makes the kernel kill every process in its namespace; without
-namespaces the monitor kills the runner's process group and then every orphan it reaped
-as subreaper. Messages on stdin/stdout (and between monitor and runner) are a 4-byte
-big-endian length followed by UTF-8 JSON.
+Each run therefore starts in a process that never ran other code. The result is what
+the monitor observed (exit status or signal, timing, the memory cgroup's OOM count,
+rusage), never a message of the sandboxed code. Sessions are the one exception: a cell's
+status comes from the session's interpreter (tagged with a one-time nonce); the session
+is stopped (SIGSTOP) between cells. Messages are a 4-byte big-endian length + UTF-8 JSON.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import fcntl
+import gc
 import json
 import linecache
 import os
 import resource
 import select
-import shutil
 import signal
 import stat
 import struct
@@ -35,13 +38,16 @@ import time
 import traceback
 import types
 
-CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 4, 38, 36
-SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
-SYS_CAPSET = 126
-RUNNER_FDS = {"status": 3, "commands": 4}
+if "_confine" not in sys.modules:  # run as a file; the docker backend bundles it instead
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    __import__("_confine")
+    del sys.path[0]
+confine = sys.modules["_confine"]
+
+NOBODY = 65534
+EXIT_EOF = 3  # a monitor that found the host's pipe closed: the worker stops
 READ_CHUNK = 65536
-_libc = ctypes.CDLL(None, use_errno=True)
+RSS_ESTIMATE_SHARE = 0.5  # without a memory cgroup: peak RSS share that counts as exceeded
 
 
 # ----------------------------------------------------------------------------- framing
@@ -74,176 +80,6 @@ def _read_exact(fd: int, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
-# ----------------------------------------------------------------------------- kernel calls
-
-
-def _check(result: int, what: str) -> int:
-    if result < 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"{what}: {os.strerror(errno)}")
-    return result
-
-
-def _prctl(option: int, value: int) -> None:
-    _check(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0), f"prctl({option})")
-
-
-def _unshare(flags: int) -> None:
-    _check(_libc.unshare(flags), "unshare")
-
-
-def landlock_abi() -> int:
-    """Landlock ABI version of the running kernel (0 when unavailable)."""
-    if not sys.platform.startswith("linux"):
-        return 0
-    result = _libc.syscall(
-        SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1)
-    )
-    return max(result, 0)
-
-
-def _write_file(path: str, text: str) -> None:
-    with open(path, "w") as handle:
-        handle.write(text)
-
-
-def enter_namespaces() -> None:
-    """Own user and network namespaces (no interfaces up: no network at all)."""
-    uid, gid = os.geteuid(), os.getegid()
-    _unshare(CLONE_NEWUSER | CLONE_NEWNET)
-    _write_file("/proc/self/setgroups", "deny")
-    _write_file("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write_file("/proc/self/gid_map", f"{gid} {gid} 1")
-
-
-CGROUP_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup")
-
-
-def enter_pids_cgroup(max_pids: int) -> str | None:
-    """As root, RLIMIT_NPROC is not enforced: cap this worker's process tree with a pids cgroup.
-
-    Returns the cgroup directory (the host removes it once the worker has exited), or None
-    where no writable pids controller exists.
-    """
-    for root in CGROUP_ROOTS:
-        if not os.path.exists(os.path.join(root, "cgroup.procs")):
-            continue
-        if root == "/sys/fs/cgroup" and "pids" not in _read(f"{root}/cgroup.subtree_control"):
-            continue
-        path = os.path.join(root, f"palaestra-sandbox-{os.getpid()}")
-        try:
-            os.mkdir(path)
-            _write_file(os.path.join(path, "pids.max"), str(max_pids))
-            _write_file(os.path.join(path, "cgroup.procs"), str(os.getpid()))
-        except OSError:
-            continue
-        return path
-    return None
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except OSError:
-        return ""
-
-
-def drop_capabilities() -> None:
-    """Clear every capability (the runner has them inside its user namespace)."""
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
-    data = (ctypes.c_uint32 * 6)()
-    _check(_libc.syscall(SYS_CAPSET, header, data), "capset")
-
-
-# Landlock access rights (linux/landlock.h).
-_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
-_FS_REMOVE_DIR, _FS_REMOVE_FILE = 1 << 4, 1 << 5
-_FS_MAKE_ALL = sum(1 << bit for bit in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
-_FS_REFER, _FS_TRUNCATE = 1 << 13, 1 << 14
-_FS_FILE_ONLY = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | (1 << 14) | (1 << 15)
-_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
-_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
-
-
-class _RulesetAttr(ctypes.Structure):
-    _fields_ = [
-        ("handled_access_fs", ctypes.c_uint64),
-        ("handled_access_net", ctypes.c_uint64),
-        ("scoped", ctypes.c_uint64),
-    ]
-
-
-class _PathBeneathAttr(ctypes.Structure):
-    _pack_ = 1
-    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-
-SYSTEM_READABLE = (
-    "/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/proc", "/sys/devices/system/cpu",
-    "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random",
-    "/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/passwd", "/etc/group",
-    "/etc/hosts", "/etc/nsswitch.conf", "/etc/ld.so.cache", "/etc/mime.types", "/etc/os-release",
-)  # fmt: skip
-
-
-def readable_paths(extra: list[str]) -> list[str]:
-    """What sandboxed code may read: system libraries, this Python and its packages, ``extra``."""
-    python = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)]
-    python.append(os.path.dirname(os.path.realpath(sys.executable)))
-    paths = [*SYSTEM_READABLE, *python, *(p for p in sys.path if p), *extra]
-    return list(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.exists(p)))
-
-
-def apply_landlock(abi: int, workdir: str, readable: list[str]) -> None:
-    """Reads only from ``readable``, writes only in ``workdir`` (and /dev/null); no TCP
-    (ABI >= 4); no signals or abstract sockets to processes outside (ABI >= 6)."""
-    handled_fs = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_READ_DIR
-    handled_fs |= _FS_REMOVE_DIR | _FS_REMOVE_FILE | _FS_MAKE_ALL
-    if abi >= 2:
-        handled_fs |= _FS_REFER
-    if abi >= 3:
-        handled_fs |= _FS_TRUNCATE
-    attr = _RulesetAttr(handled_fs, 0, 0)
-    if abi >= 4:
-        attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
-    if abi >= 6:
-        attr.scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL
-    size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else 16
-    ruleset = _check(
-        _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0),
-        "landlock_create_ruleset",
-    )
-    read_only = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
-    rules = [(path, read_only) for path in readable]
-    rules += [(workdir, handled_fs), ("/dev/null", _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE)]
-    try:
-        for path, access in rules:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                if not stat.S_ISDIR(os.fstat(fd).st_mode):
-                    access &= _FS_FILE_ONLY
-                rule = _PathBeneathAttr(access & handled_fs, fd)
-                _check(
-                    _libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0),
-                    "landlock_add_rule",
-                )
-            finally:
-                os.close(fd)
-        _prctl(PR_SET_NO_NEW_PRIVS, 1)
-        _check(_libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
-    finally:
-        os.close(ruleset)
-
-
-def _block_sockets_hook(event: str, args: tuple) -> None:
-    if event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
-        raise PermissionError(f"network access is disabled in this sandbox ({event})")
-
-
 # ----------------------------------------------------------------------------- runner
 
 
@@ -255,26 +91,26 @@ class Runner:
         self.cells = 0
         sys.modules["__main__"] = self.main
 
-    def run_cell(self, code: str) -> dict:
-        """Run ``code``; returns its status (exit code, memory error) after flushing output."""
+    def run_cell(self, code: str) -> tuple[int, bool]:
+        """Run ``code``; returns (exit code, whether it asked to exit) after flushing output."""
         self.cells += 1
         filename = f"<cell {self.cells}>" if self.cells > 1 else "<sandbox>"
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        status = {"exit_code": 0, "memory_error": False, "exited": False}
+        exit_code, exited = 0, False
         try:
             exec(compile(code, filename, "exec"), self.main.__dict__)
         except SystemExit as exc:
-            status["exited"] = True
+            exited = True
             if exc.code is None or isinstance(exc.code, int):
-                status["exit_code"] = exc.code or 0
+                exit_code = exc.code or 0
             else:
                 print(exc.code, file=sys.stderr)
-                status["exit_code"] = 1
+                exit_code = 1
         except MemoryError:
-            status.update(exit_code=1, memory_error=True)
+            exit_code = 1
             sys.stderr.write("MemoryError: the sandbox memory limit was exceeded\n")
         except BaseException as exc:
-            status["exit_code"] = 1
+            exit_code = 1
             tb = exc.__traceback__.tb_next if exc.__traceback__ else None
             traceback.print_exception(type(exc), exc, tb)
         for stream in (sys.stdout, sys.stderr):
@@ -282,62 +118,141 @@ class Runner:
                 stream.flush()
             except (OSError, ValueError) as exc:
                 # Like CPython at exit: a stream that cannot be flushed fails the run.
-                status["exit_code"] = status["exit_code"] or 120
+                exit_code = exit_code or 120
                 with contextlib.suppress(OSError, ValueError):
                     sys.stderr.write(f"cannot flush output: {exc}\n")
-        return status
+        return exit_code, exited
 
 
-def runner_main(job: dict, workdir: str, fds: list[int]) -> None:
-    """Body of the runner process: confine, then run one cell or serve a session.
+def confine_runner(setup: dict, run_cgroup: dict, workdir: str) -> int:
+    """Everything that confines the runner, before any request is read (in this order).
 
-    ``fds`` are stdin, stdout, stderr, status and commands; they become fds 0 to 4.
+    Returns how many processes already count against this user's RLIMIT_NPROC.
     """
-    os.setsid()
-    if job["namespaces"]:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in fds]
-    for target, fd in enumerate(high):
-        os.dup2(fd, target)
-    os.closerange(len(fds), 1 << 16)
+    if run_cgroup:
+        confine.join(run_cgroup)
+    if setup["mount"]:
+        limits = setup["limits"]
+        confine.enter_root(limits["work_dir_mb"], limits["work_dir_files"])
+    with contextlib.suppress(OSError):
+        confine.new_session_keyring()
     os.chdir(workdir)
     os.umask(0o077)
-    limits = job["limits"]
-    nproc = limits["max_processes"] + (3 if job["namespaces"] else _count_own_processes())
-    for name, value in (
-        ("RLIMIT_CORE", 0),
-        ("RLIMIT_AS", limits["memory_mb"] << 20),
-        ("RLIMIT_FSIZE", limits["max_file_mb"] << 20),
-        ("RLIMIT_NOFILE", limits["max_open_files"]),
-        ("RLIMIT_NPROC", nproc),
-        ("RLIMIT_CPU", None if job["session"] else limits["cpu_seconds"]),
-    ):
-        if value is not None:
-            resource.setrlimit(getattr(resource, name), (value, value))
-    _prctl(PR_SET_NO_NEW_PRIVS, 1)
-    if job["landlock_abi"]:
-        apply_landlock(job["landlock_abi"], workdir, job["readable"])
-    if not job["network_isolated"]:
+    if setup["uid_drop"]:
+        os.setgroups([])
+        os.setresgid(NOBODY, NOBODY, NOBODY)
+        os.setresuid(NOBODY, NOBODY, NOBODY)
+    existing = 3 if setup["namespaces"] else _count_own_processes()  # before /proc is hidden
+    confine.prctl(confine.PR_SET_NO_NEW_PRIVS, 1)
+    if setup["landlock_abi"]:
+        readable = ["/"] if setup["mount"] else setup["readable"]
+        confine.apply_landlock(setup["landlock_abi"], [workdir], readable)
+    if setup["namespaces"]:
+        confine.drop_capabilities()
+    if setup["seccomp"]:
+        confine.apply_seccomp(setup["seccomp_program"])
+    if not setup["network_isolated"]:
         sys.addaudithook(_block_sockets_hook)
-    drop_capabilities()
+    return existing
+
+
+def _block_sockets_hook(event: str, args: tuple) -> None:
+    if event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
+        raise PermissionError(f"network access is disabled in this sandbox ({event})")
+
+
+def runner_main(setup: dict, run_cgroup: dict, workdir: str, fds: list[int]) -> None:
+    """Body of the runner: confine, wait for the request, then run it or serve a session.
+
+    ``fds`` are stdout, stderr, requests and cell statuses; they become fds 1 to 4.
+    """
+    os.setsid()
+    if setup["namespaces"]:
+        confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
+    for target, fd in enumerate([os.open(os.devnull, os.O_RDONLY), *fds]):
+        os.dup2(fd, target + 100)
+    for target in range(len(fds) + 1):
+        os.dup2(target + 100, target)
+    os.closerange(len(fds) + 1, 1 << 16)
+    existing_processes = confine_runner(setup, run_cgroup, workdir)
+    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    _warm_up()
+    write_message(4, {"ready": True})
+    job = read_message(3)
+    if job is None:
+        os._exit(0)
+    _write_inputs(job)
+    _set_rlimits(job, setup, existing_processes)
     os.environ.clear()
     os.environ.update(job["env"], HOME=workdir, TMPDIR=workdir, PWD=workdir)
     sys.argv = ["<sandbox>"]
-    sys.path[0] = workdir
+    sys.path[:] = [workdir, *(p for p in sys.path if _readable(p, setup))]
     sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     runner = Runner()
     if not job["session"]:
-        status = runner.run_cell(job["code"])
-        write_message(RUNNER_FDS["status"], status)
-        os._exit(status["exit_code"] & 0xFF)
-    while (command := read_message(RUNNER_FDS["commands"])) is not None:
-        status = runner.run_cell(command["code"])
-        write_message(RUNNER_FDS["status"], status)
-        if status["exited"]:
-            os._exit(status["exit_code"] & 0xFF)
+        os.close(3)
+        os.close(4)
+        os._exit(runner.run_cell(job["code"])[0] & 0xFF)
+    while (cell := read_message(3)) is not None:
+        exit_code, exited = runner.run_cell(cell["code"])
+        write_message(4, {"nonce": cell["nonce"], "exit_code": exit_code, "exited": exited})
+        if exited:
+            os._exit(exit_code & 0xFF)
     os._exit(0)
+
+
+def _write_inputs(job: dict) -> None:
+    """The request's files into the work dir, its stdin onto fd 0 (an in-memory file)."""
+    for name, content in job["files"].items():
+        os.makedirs(os.path.dirname(name) or ".", exist_ok=True)
+        with open(name, "wb") as handle:
+            handle.write(content.encode("utf-8", "surrogateescape"))
+    if job.get("stdin"):
+        memfd = os.memfd_create("stdin")
+        with open(memfd, "wb", closefd=False) as handle:
+            handle.write(job["stdin"].encode("utf-8", "surrogateescape"))
+        os.lseek(memfd, 0, os.SEEK_SET)
+        os.dup2(memfd, 0)
+        os.close(memfd)
+
+
+WARM_UP = "import sys\nvalues = [str(i) * 2 for i in range(64)]\nprint(len(values), file=sys.stderr, end='')\n"
+
+
+def _warm_up() -> None:
+    """Run a trivial program of our own, so that the pages a run touches first are copied
+    now (copy-on-write after the fork) rather than during the run."""
+    namespace = {"__name__": "__warm_up__"}
+    stderr, sys.stderr = sys.stderr, open(os.devnull, "w")  # noqa: SIM115
+    try:
+        exec(compile(WARM_UP, "<warm-up>", "exec"), namespace)
+        sys.stderr.flush()
+    finally:
+        sys.stderr.close()
+        sys.stderr = stderr
+
+
+def _readable(path: str, setup: dict) -> bool:
+    real = os.path.realpath(path) if path else ""
+    return any(real == p or real.startswith(p + "/") for p in setup["readable"])
+
+
+def _set_rlimits(job: dict, setup: dict, existing_processes: int) -> None:
+    limits = job["limits"]
+    nproc = limits["max_processes"] + existing_processes
+    memory = None if setup["cgroup_memory"] else limits["memory_mb"] << 20
+    cpu = limits["session_cpu_seconds"] if job["session"] else limits["cpu_seconds"]
+    for name, value in (
+        ("RLIMIT_CORE", 0),
+        ("RLIMIT_AS", memory),
+        ("RLIMIT_FSIZE", limits["max_file_mb"] << 20),
+        ("RLIMIT_NOFILE", limits["max_open_files"]),
+        ("RLIMIT_NPROC", nproc),
+        ("RLIMIT_CPU", cpu),
+    ):
+        if value is not None:
+            resource.setrlimit(getattr(resource, name), (value, value))
 
 
 def _count_own_processes() -> int:
@@ -355,95 +270,126 @@ def _count_own_processes() -> int:
 
 
 class Monitor:
-    """Owns one runner: starts it, feeds it, collects capped output, enforces deadlines."""
+    """Owns one runner: starts and confines it ahead of the request, then enforces the
+    deadline and reports what it observed."""
 
-    def __init__(self, job: dict, base_dir: str) -> None:
-        self.job = job
-        self.cap = job["limits"]["max_output_bytes"]
-        if job["namespaces"]:
-            _unshare(CLONE_NEWPID)
-        _prctl(PR_SET_CHILD_SUBREAPER, 1)
-        self.workdir = tempfile.mkdtemp(prefix="run-", dir=base_dir)
-        for name, content in job["files"].items():
-            path = os.path.join(self.workdir, name)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as handle:
-                handle.write(content.encode("utf-8", "surrogateescape"))
-        stdin_fd = self._stdin_fd(job.get("stdin") or "", base_dir)
+    def __init__(self, setup: dict, cgroups: confine.Cgroups | None) -> None:
+        self.setup = setup
+        self.cgroups = cgroups
+        limits = setup["limits"]
+        self.run_cgroup = setup["run_cgroup"]
+        self.oom_kills = cgroups.oom_kills(self.run_cgroup) if self.run_cgroup else 0
+        if setup["namespaces"]:
+            confine.unshare(confine.CLONE_NEWPID)
+        confine.prctl(confine.PR_SET_CHILD_SUBREAPER, 1)
+        self.workdir = "/tmp" if setup["mount"] else self._host_workdir()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        requests_r, requests_w = os.pipe()
         status_r, status_w = os.pipe()
-        commands_r, commands_w = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:
             try:
-                runner_main(job, self.workdir, [stdin_fd, out_w, err_w, status_w, commands_r])
+                runner_main(
+                    setup, self.run_cgroup, self.workdir, [out_w, err_w, requests_r, status_w]
+                )
             except BaseException:
-                traceback.print_exc()
+                with contextlib.suppress(OSError):
+                    os.write(2, traceback.format_exc().encode())
             os._exit(125)
-        for fd in (stdin_fd, out_w, err_w, status_w, commands_r):
+        for fd in (out_w, err_w, requests_r, status_w):
             os.close(fd)
         self.pidfd = os.pidfd_open(self.pid)
-        self.out_r, self.err_r, self.status_r, self.commands_w = out_r, err_r, status_r, commands_w
+        self.out_r, self.err_r, self.status_r, self.requests_w = out_r, err_r, status_r, requests_w
+        self.ready = read_message(status_r) is not None
+        self.namespace_fds = [
+            os.open(f"/proc/{self.pid}/ns/{kind}", os.O_RDONLY)
+            for kind in (("mnt", "ipc") if setup["mount"] and self.ready else ())
+        ]  # held until after the reply, so the namespaces are torn down off the critical path
         for fd in (out_r, err_r, status_r):
             os.set_blocking(fd, False)
         self.status_buffer = b""
         self.alive = True
+        self.rusage: resource.struct_rusage | None = None
+        self.cap = limits["max_output_bytes"]
+        self.memory_mb = limits["memory_mb"]
 
-    @staticmethod
-    def _stdin_fd(text: str, base_dir: str) -> int:
-        if not text:
-            return os.open(os.devnull, os.O_RDONLY)
-        with tempfile.TemporaryFile(dir=base_dir) as handle:
-            handle.write(text.encode("utf-8", "surrogateescape"))
-            handle.flush()
-            fd = os.dup(handle.fileno())
-        os.lseek(fd, 0, os.SEEK_SET)
-        return fd
+    def startup_error(self) -> str:
+        """Why the runner died before it was ready (the last line of its traceback)."""
+        self.stop()
+        stderr = bytearray()
+        self._drain(self.err_r, stderr, {self.err_r: 0})
+        reason = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no reason"]
+        return f"sandbox runner failed to start: {reason[0]}"
+
+    def _host_workdir(self) -> str:
+        path = tempfile.mkdtemp(prefix="run-", dir=self.setup["base_dir"])
+        if self.setup["uid_drop"]:
+            os.chown(path, NOBODY, NOBODY)
+        return path
+
+    def start(self, job: dict) -> None:
+        """Hand the request to the waiting runner (limits of this run first)."""
+        self.cap = job["limits"]["max_output_bytes"]
+        memory_mb = job["limits"]["memory_mb"]
+        if self.run_cgroup and self.cgroups.memory_limit_mb(self.run_cgroup) != memory_mb:
+            self.cgroups.set_memory(self.run_cgroup, memory_mb)
+        self.memory_mb = job["limits"]["memory_mb"]
+        with contextlib.suppress(BrokenPipeError):
+            write_message(self.requests_w, {k: v for k, v in job.items() if k != "id"})
 
     def execute(self, code: str | None, timeout: float) -> dict:
-        """Run one cell (``code``; None for the one-shot job already started) and report it."""
-        started = time.monotonic()
+        """Run one cell (``code``; None for a one-shot run) and report what was observed."""
+        started = time.perf_counter()
+        nonce = os.urandom(16).hex()
         if code is not None:
-            write_message(self.commands_w, {"code": code})
+            self._signal_run(signal.SIGCONT)
+            with contextlib.suppress(BrokenPipeError):
+                write_message(self.requests_w, {"code": code, "nonce": nonce})
         output = {self.out_r: bytearray(), self.err_r: bytearray()}
         dropped = {self.out_r: 0, self.err_r: 0}
         deadline = started + timeout
         status, timed_out = None, False
         while status is None and self.alive:
-            left = deadline - time.monotonic()
+            left = deadline - time.perf_counter()
             if left <= 0:
                 timed_out = True
                 break
-            ready, _, _ = select.select(
-                [self.out_r, self.err_r, self.status_r, self.pidfd], [], [], left
-            )
-            for fd in ready:
+            watched = [self.out_r, self.err_r, self.pidfd] + ([self.status_r] if code else [])
+            for fd in select.select(watched, [], [], left)[0]:
                 if fd in output:
                     self._drain(fd, output[fd], dropped)
                 elif fd == self.status_r:
-                    status = self._read_status()
+                    status = self._read_status(nonce)
                 else:
                     self.alive = False
-        duration = time.monotonic() - started
-        if status is None and not timed_out and self.alive is False:
-            status = self._read_status()
-        if timed_out or not self.job["session"] or status is None or status.get("exited"):
+        duration = time.perf_counter() - started
+        exit_code = None
+        if timed_out or code is None or status is None or status["exited"]:
             exit_code = self.stop()
-            if status is None:
-                status = {"exit_code": exit_code, "memory_error": False}
+        else:
+            self._signal_run(signal.SIGSTOP)  # no CPU for the session between cells
         for fd in output:
             self._drain(fd, output[fd], dropped)
+        if status is not None and exit_code is None:
+            exit_code = status["exit_code"]
         return {
             "stdout": output[self.out_r].decode("utf-8", "replace"),
             "stderr": output[self.err_r].decode("utf-8", "replace"),
-            "exit_code": status["exit_code"] if not timed_out else -signal.SIGKILL,
+            "exit_code": -signal.SIGKILL if timed_out else exit_code,
             "timed_out": timed_out,
-            "memory_exceeded": bool(status.get("memory_error")),
+            "memory_exceeded": self._memory_exceeded(exit_code),
             "duration": duration,
             "truncated": any(dropped.values()),
             "session_alive": self.alive,
         }
+
+    def _memory_exceeded(self, exit_code: int | None) -> bool:
+        if self.run_cgroup.get("memory"):
+            return self.cgroups.oom_kills(self.run_cgroup) > self.oom_kills
+        if not exit_code or self.rusage is None:
+            return False
+        return self.rusage.ru_maxrss * 1024 >= RSS_ESTIMATE_SHARE * (self.memory_mb << 20)
 
     def _drain(self, fd: int, kept: bytearray, dropped: dict[int, int]) -> None:
         while True:
@@ -458,38 +404,87 @@ class Monitor:
                 kept += chunk[:room]
             dropped[fd] += max(0, len(chunk) - max(room, 0))
 
-    def _read_status(self) -> dict | None:
+    def _read_status(self, nonce: str) -> dict | None:
+        """The runner's status of the current cell; messages of other cells are dropped and
+        a malformed one ends the session."""
         with contextlib.suppress(BlockingIOError):
             self.status_buffer += os.read(self.status_r, READ_CHUNK)
-        if len(self.status_buffer) < 4:
-            return None
-        size = struct.unpack(">I", self.status_buffer[:4])[0]
-        if len(self.status_buffer) < 4 + size:
-            return None
-        body, self.status_buffer = self.status_buffer[4 : 4 + size], self.status_buffer[4 + size :]
-        return json.loads(body)
+        while len(self.status_buffer) >= 4:
+            size = struct.unpack(">I", self.status_buffer[:4])[0]
+            if len(self.status_buffer) < 4 + size:
+                return None
+            body, self.status_buffer = (
+                self.status_buffer[4 : 4 + size],
+                self.status_buffer[4 + size :],
+            )
+            try:
+                status = json.loads(body)
+                valid = (
+                    type(status) is dict
+                    and type(status.get("exit_code")) is int
+                    and -255 <= status["exit_code"] <= 255
+                    and type(status.get("exited")) is bool
+                )
+            except ValueError:
+                valid = False
+            if not valid:
+                self.stop()
+                return None
+            if status.get("nonce") == nonce:
+                return status
+        return None
+
+    def _signal_run(self, signum: int) -> None:
+        """Send ``signum`` to every process of the run, until no new one appears."""
+        done: set[int] = set()
+        while self.alive:
+            pids = set(self._run_pids()) - done
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signum)
+            done |= pids
+
+    def _run_pids(self) -> list[int]:
+        if self.run_cgroup.get("pids"):
+            return self.cgroups.pids(self.run_cgroup)
+        found, frontier = [], [os.getpid()]
+        while frontier:
+            children = [c for pid in frontier for c in _children(pid)]
+            found += children
+            frontier = children
+        return found
 
     def stop(self) -> int:
         """Kill the runner and everything it started; returns the runner's exit code."""
+        if self.rusage is not None:
+            return self.exit_code
         self.alive = False
         for kill in (os.killpg, os.kill):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 kill(self.pid, signal.SIGKILL)
-        _, wait_status = os.waitpid(self.pid, 0)
-        kill_orphans()
-        return os.waitstatus_to_exitcode(wait_status)
+        _, wait_status, self.rusage = os.wait4(self.pid, 0)
+        if not self.setup["namespaces"]:  # else the PID namespace died with its first process
+            kill_orphans()
+        self.exit_code = os.waitstatus_to_exitcode(wait_status)
+        return self.exit_code
 
     def close(self) -> None:
-        if self.alive:
-            os.close(self.commands_w)
-            self.stop()
-        remove_tree(self.workdir)
+        """End the run: no process, cgroup or file of it is left afterwards."""
+        with contextlib.suppress(OSError):
+            os.close(self.requests_w)
+        self.stop()
+        for fd in self.namespace_fds:
+            os.close(fd)
+        if not self.setup["mount"]:
+            remove_tree(self.workdir)
 
 
 def kill_orphans() -> None:
     """Kill and reap every remaining child (orphans are reparented to this subreaper)."""
     while True:
-        for pid in _children():
+        for pid in _children(os.getpid()):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         try:
@@ -498,17 +493,16 @@ def kill_orphans() -> None:
             return
 
 
-def _children() -> list[int]:
-    """Pids whose parent is this process."""
-    me = os.getpid()
+def _children(parent: int) -> list[int]:
+    """Pids whose parent is ``parent``."""
     try:
         found = []
-        for tid in os.listdir(f"/proc/{me}/task"):
-            with open(f"/proc/{me}/task/{tid}/children") as handle:
+        for tid in os.listdir(f"/proc/{parent}/task"):
+            with open(f"/proc/{parent}/task/{tid}/children") as handle:
                 found += [int(pid) for pid in handle.read().split()]
         return found
     except OSError:
-        return [pid for pid in _all_pids() if _parent_of(pid) == me]
+        return [pid for pid in _all_pids() if _parent_of(pid) == parent]
 
 
 def _all_pids() -> list[int]:
@@ -524,37 +518,60 @@ def _parent_of(pid: int) -> int | None:
 
 
 def remove_tree(path: str) -> None:
-    """Delete ``path`` even if the code removed permissions from its own files."""
+    """Delete ``path`` however deep, however its permissions were changed (no recursion).
 
-    def make_writable(function, failed_path, _exc) -> None:
-        parent = os.path.dirname(failed_path)
-        os.chmod(parent, stat.S_IRWXU)
-        if os.path.isdir(failed_path) and not os.path.islink(failed_path):
-            os.chmod(failed_path, stat.S_IRWXU)
-        function(failed_path)
-
-    shutil.rmtree(path, onexc=make_writable) if sys.version_info >= (3, 12) else shutil.rmtree(
-        path, onerror=make_writable
-    )
-
-
-def monitor_main(job: dict, base_dir: str) -> None:
-    """Serve one run, or a session's cells until the host closes it or the runner dies."""
-    monitor = Monitor(job, base_dir)
-    if not job["session"]:
+    Subdirectories are pulled up into the top directory one level at a time, so neither
+    the path length nor the number of open descriptors grows with the depth.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        os.chmod(path, stat.S_IRWXU)
+        top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        prefix, moved = f".pulled-{os.urandom(8).hex()}-", 0
         try:
-            result = monitor.execute(None, job["timeout"])
+            while True:
+                entries = list(os.scandir(top))
+                if not entries:
+                    break
+                for entry in entries:
+                    if not entry.is_dir(follow_symlinks=False):
+                        os.unlink(entry.name, dir_fd=top)
+                        continue
+                    os.chmod(entry.name, stat.S_IRWXU, dir_fd=top)
+                    inner = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=top)
+                    try:
+                        for child in os.listdir(inner):
+                            moved += 1
+                            os.rename(child, f"{prefix}{moved}", src_dir_fd=inner, dst_dir_fd=top)
+                    finally:
+                        os.close(inner)
+                    os.rmdir(entry.name, dir_fd=top)
         finally:
-            monitor.close()
-        write_message(1, {**result, "id": job["id"]})
-        return
+            os.close(top)
+        os.rmdir(path)
+
+
+def monitor_main(setup: dict, cgroups: confine.Cgroups | None) -> int:
+    """One run or session: prepare the runner, then wait for the host's request."""
+    monitor = Monitor(setup, cgroups)
     try:
+        job = read_message(0)
+        if job is None:
+            return EXIT_EOF
+        if not monitor.ready:
+            write_message(1, {"error": monitor.startup_error(), "id": job["id"]})
+            return 0
+        monitor.start(job)
+        if not job["session"]:
+            result = monitor.execute(None, job["timeout"])
+            write_message(1, {**result, "id": job["id"]})
+            return 0
         write_message(1, {"started": True, "id": job["id"]})
         while monitor.alive and (request := read_message(0)) is not None:
             if request.get("op") == "close":
                 break
             result = monitor.execute(request["code"], request["timeout"])
             write_message(1, {**result, "id": request["id"]})
+        return 0
     finally:
         monitor.close()
 
@@ -562,56 +579,142 @@ def monitor_main(job: dict, base_dir: str) -> None:
 # ----------------------------------------------------------------------------- worker
 
 
+def prepare_mount(setup: dict) -> bool:
+    """Build the worker's template root and check that a run can enter it (in a child)."""
+    try:
+        confine.build_template_root(setup["readable"])
+    except OSError:
+        return False
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        with contextlib.suppress(BaseException):
+            confine.unshare(confine.CLONE_NEWPID)
+            inner = os.fork()
+            if inner == 0:
+                with contextlib.suppress(BaseException):
+                    confine.enter_root(1, 16)
+                    os._exit(0)
+                os._exit(1)
+            code = os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1])
+        os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def set_up(config: dict) -> tuple[dict, confine.Cgroups | None]:
+    """Enter the worker's namespaces and find out what confines each run (or raise, leaving
+    no cgroup behind)."""
+    cgroups = None
+    if config["cgroups"] is not False:
+        cgroups = confine.Cgroups(f"palaestra-sandbox-{os.getpid()}")
+    try:
+        if config["cgroups"] and "memory" not in cgroups.dirs:
+            raise OSError("no writable memory cgroup controller")
+        return _set_up_mechanisms(config, cgroups), cgroups
+    except BaseException:
+        if cgroups is not None:
+            cgroups.remove()
+        raise
+
+
+def _set_up_mechanisms(config: dict, cgroups: confine.Cgroups | None) -> dict:
+    host_root = os.geteuid() == 0
+    setup = {"namespaces": False, "mount": False, "landlock_abi": 0, "seccomp": False}
+    setup.update(limits=config["limits"], readable=confine.readable_paths(config["readable"]))
+    if config["namespaces"] is not False:
+        try:
+            confine.enter_user_namespace()
+            setup["namespaces"] = True
+        except OSError as exc:
+            if config["namespaces"]:
+                raise OSError(f"cannot create user/network namespaces: {exc}") from exc
+    if setup["namespaces"] and config["mount"] is not False:
+        setup["mount"] = prepare_mount(setup)
+    if config["mount"] and not setup["mount"]:
+        raise OSError("cannot build a private mount namespace here")
+    if config["landlock"] is not False:
+        setup["landlock_abi"] = confine.landlock_abi()
+        if config["landlock"] and not setup["landlock_abi"]:
+            raise OSError("Landlock is not available in this kernel")
+    if config["seccomp"] is not False:
+        setup["seccomp"] = confine.seccomp_supported() and "Seccomp:" in _status()
+        if config["seccomp"] and not setup["seccomp"]:
+            raise OSError("no seccomp filter for this kernel or architecture")
+        program = confine.seccomp_filter(unix_sockets=setup["mount"], metadata=setup["mount"])
+        setup["seccomp_program"] = program if setup["seccomp"] else None
+    filesystem = setup["mount"] or setup["landlock_abi"]
+    if host_root and not filesystem and not config["allow_unconfined_root"]:
+        raise OSError(
+            "refusing to run untrusted code as root without filesystem isolation (no mount "
+            "namespace, no Landlock); pass allow_unconfined_root=True to accept the risk"
+        )
+    setup["uid_drop"] = host_root and not setup["namespaces"] and _world_readable(sys.prefix)
+    setup["network_isolated"] = (
+        setup["namespaces"] or setup["landlock_abi"] >= 4 or setup["seccomp"]
+    )
+    setup["cgroup_memory"] = cgroups is not None and "memory" in cgroups.dirs
+    setup["cgroup_pids"] = cgroups is not None and "pids" in cgroups.dirs
+    setup["cgroups"] = list(cgroups.dirs.values()) if cgroups is not None else []
+    limits = config["limits"]
+    setup["run_cgroup"] = (
+        cgroups.create_run("run", limits["memory_mb"], limits["max_processes"] + 1)
+        if cgroups is not None and cgroups.dirs
+        else {}
+    )
+    setup["base_dir"] = None if setup["mount"] else tempfile.mkdtemp(prefix="palaestra-sandbox-")
+    if setup["uid_drop"]:
+        os.chmod(setup["base_dir"], 0o711)
+    return setup
+
+
+def _world_readable(path: str) -> bool:
+    """Whether ``nobody`` can reach ``path`` (every directory on the way searchable by others)."""
+    path = os.path.realpath(path)
+    while True:
+        if not os.stat(path).st_mode & stat.S_IXOTH:
+            return False
+        if path == "/":
+            return True
+        path = os.path.dirname(path)
+
+
+def _status() -> str:
+    with open("/proc/self/status") as handle:
+        return handle.read()
+
+
 def worker_main(config: dict) -> None:
-    """Set up isolation once, report it, then serve requests: one forked monitor each."""
+    """Set up once, report it, then fork one monitor per run, each ahead of its request."""
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     for module in config["preload"]:
         __import__(module)
-    report = {"namespaces": False, "landlock_abi": 0, "uid": os.getuid(), "cgroup": None}
     try:
-        if os.geteuid() == 0:
-            report["cgroup"] = enter_pids_cgroup(config["max_processes"] + 3)
-        if config["namespaces"] is not False:
-            try:
-                enter_namespaces()
-                report["namespaces"] = True
-            except OSError as exc:
-                if config["namespaces"]:
-                    raise OSError(f"cannot create user/network namespaces: {exc}") from exc
-        if config["landlock"] is not False:
-            report["landlock_abi"] = landlock_abi()
-            if config["landlock"] and not report["landlock_abi"]:
-                raise OSError("Landlock is not available in this kernel")
-        base_dir = tempfile.mkdtemp(prefix="palaestra-sandbox-")
-        report["base_dir"] = base_dir
+        setup, cgroups = set_up(config)
     except Exception as exc:
         write_message(1, {"error": f"{type(exc).__name__}: {exc}"})
         return
-    write_message(1, {"ready": True, **report})
-    network_isolated = report["namespaces"] or report["landlock_abi"] >= 4
-    readable = readable_paths(config["readable"]) if report["landlock_abi"] else []
+    private = ("limits", "readable", "seccomp_program", "run_cgroup")
+    report = {k: v for k, v in setup.items() if k not in private}
+    write_message(1, {"ready": True, "uid": os.getuid(), **report})
+    gc.freeze()  # forked monitors and runners share these objects without copying their pages
     try:
-        while (job := read_message(0)) is not None:
-            job.update(
-                namespaces=report["namespaces"],
-                landlock_abi=report["landlock_abi"],
-                network_isolated=network_isolated,
-                readable=readable,
-            )
+        while True:
             pid = os.fork()
             if pid == 0:
-                code = 0
+                code = 1
                 try:
-                    monitor_main(job, base_dir)
-                except BaseException as exc:
-                    write_message(1, {"error": f"sandbox monitor failed: {exc!r}", "id": job["id"]})
-                    code = 1
+                    code = monitor_main(setup, cgroups)
+                except BaseException:
+                    traceback.print_exc()
                 os._exit(code)
-            _, wait_status = os.waitpid(pid, 0)
-            if os.waitstatus_to_exitcode(wait_status) < 0:
-                write_message(1, {"error": "sandbox monitor was killed", "id": job["id"]})
+            if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
+                break  # the host's pipe closed, or a monitor failed: the host starts a new worker
     finally:
-        remove_tree(base_dir)
+        if cgroups is not None:
+            with contextlib.suppress(OSError):  # the host retries once the worker is gone
+                cgroups.remove()
+        if setup["base_dir"]:
+            remove_tree(setup["base_dir"])
 
 
 if __name__ == "__main__":

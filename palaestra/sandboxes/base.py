@@ -46,7 +46,13 @@ class ExecResult:
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one execution (per process where the OS counts per process)."""
+    """Resource limits of one execution.
+
+    ``memory_mb`` bounds the whole run (all its processes) where a memory cgroup exists,
+    else each process's address space. ``cpu_seconds`` bounds a run, ``session_cpu_seconds``
+    a whole session. The work dir (and ``/tmp``) holds at most ``work_dir_mb`` MiB in
+    ``work_dir_files`` files and directories where the sandbox has a private mount namespace.
+    """
 
     cpu_seconds: int = 10
     memory_mb: int = 512
@@ -54,6 +60,9 @@ class Limits:
     max_file_mb: int = 16
     max_open_files: int = 64
     max_output_bytes: int = 64_000
+    session_cpu_seconds: int = 60
+    work_dir_mb: int = 256
+    work_dir_files: int = 4096
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:

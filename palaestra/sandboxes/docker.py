@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from palaestra.sandboxes.base import Limits
-from palaestra.sandboxes.local import WORKER_SCRIPT, safe_environment
+from palaestra.sandboxes.local import CONFINE_SCRIPT, WORKER_SCRIPT, safe_environment
 from palaestra.sandboxes.pool import FramedWorker, WorkerPoolSandbox
 
 DEFAULT_IMAGE = "python:3.12-slim"
@@ -180,7 +180,14 @@ class _ContainerWorker(FramedWorker):
 
 
 def _worker_source() -> str:
-    return WORKER_SCRIPT.read_text()
+    """The worker as one ``python -c`` program, with ``_confine.py`` bundled as a module."""
+    return (
+        "import sys, types\n"
+        "_confine = types.ModuleType('_confine')\n"
+        f"exec(compile({CONFINE_SCRIPT.read_text()!r}, '_confine.py', 'exec'), _confine.__dict__)\n"
+        "sys.modules['_confine'] = _confine\n"
+        f"exec(compile({WORKER_SCRIPT.read_text()!r}, '_worker.py', 'exec'), {{'__name__': '__main__'}})\n"
+    )
 
 
 class DockerSandbox(WorkerPoolSandbox):
@@ -221,11 +228,15 @@ class DockerSandbox(WorkerPoolSandbox):
             self.limits, image=image, cpus=cpus, work_dir_mb=work_dir_mb
         )
         self._worker_config = {
-            "namespaces": False,  # the container is the namespace
+            "namespaces": False,  # the container is the namespace, the cgroup and the mount view
+            "mount": False,
             "landlock": False,
+            "seccomp": None,  # on top of the engine's own profile, where the kernel allows
+            "cgroups": False,
+            "allow_unconfined_root": False,
             "preload": list(preload),
             "readable": [],
-            "max_processes": self.limits.max_processes,
+            "limits": dict(self.limits.__dict__),
         }
         self._client = connect(base_url)
         self._ensure_image(image)

@@ -1,22 +1,24 @@
-"""The default backend: confined local processes forked from a warm pool of interpreters.
+"""The default backend: confined local processes, each handed its run ready-made.
 
-Each run is forked from a pre-started interpreter (no interpreter start-up per call) and
-confined by what the OS offers, strongest first (``isolation_report()`` says which):
+Each run executes in a process forked from a warm interpreter *before* the run arrives and
+already confined, so a run is a hand-off (no interpreter start-up, no set-up on the
+critical path) and starts in a process that never ran other code. The confinement, strongest
+first (``isolation_report()`` says what is active and what is missing):
 
-* user, network and PID namespaces: no network at all, every process the code starts is
-  killed with it, process limits counted per run (Linux with unprivileged user namespaces);
-* Landlock (Linux >= 5.13): reads only from system libraries, this Python and its
-  packages (plus ``readable_paths``), writes only inside the private work dir, no TCP
-  (ABI >= 4), no signals to processes outside the sandbox (ABI >= 6);
-* always: rlimits (CPU time, address space, processes, file size, open files), a new
-  session killed as a group plus a subreaper sweep for escaped children, a private
-  temporary work dir deleted afterwards, an environment built from an allow-list, capped
-  output, no capabilities; as root (where RLIMIT_NPROC does not bind) a pids cgroup.
+* user, network, PID, mount, IPC and UTS namespaces: no network, a minimal read-only view
+  of the system and the Python installation, a fresh size- and inode-limited tmpfs as the
+  work dir and ``/tmp``, no host sockets, IPC objects or processes in sight; every process
+  the code starts dies with the run;
+* a memory and pids cgroup per run (where cgroups are writable), a fresh session keyring;
+* Landlock (Linux >= 5.13): reads and writes only where allowed, no TCP (ABI >= 4), no
+  signals or abstract sockets outside (ABI >= 6);
+* a seccomp filter denying dangerous system calls (``palaestra/sandboxes/_confine.py``);
+* always: rlimits, no capabilities, an allow-listed environment, capped output, and a
+  result the monitor observed (exit status, signal, OOM kills), never one the code wrote.
 
-Where neither namespaces nor Landlock network rules exist, network calls made through
-Python's socket module are refused by an audit hook; that fallback is best effort (a
-subprocess or ctypes can get around it), so prefer a kernel that allows one of the above
-or the docker backend.
+As root without a mount namespace or Landlock the sandbox refuses to start unless
+``allow_unconfined_root=True``; without namespaces a root host runs the code as ``nobody``
+(where the Python installation is readable by ``nobody``).
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from palaestra.sandboxes._confine import remove_cgroup
 from palaestra.sandboxes.base import Limits
 from palaestra.sandboxes.pool import FramedWorker, WorkerPoolSandbox
 
 WORKER_SCRIPT = Path(__file__).with_name("_worker.py")
+CONFINE_SCRIPT = Path(__file__).with_name("_confine.py")
 
 
 def safe_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -89,17 +93,29 @@ class _ProcessWorker(FramedWorker):
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def _remove_cgroup(self) -> None:
-        if self.report.get("cgroup"):
-            with contextlib.suppress(OSError):
-                os.rmdir(self.report["cgroup"])
+    def _remove_cgroups(self) -> None:
+        """Kill what is left in the worker's cgroups and remove them (after a hard kill)."""
+        for parent in self.report.get("cgroups", []):
+            runs = (
+                [e.path for e in os.scandir(parent) if e.is_dir()] if os.path.isdir(parent) else []
+            )
+            for path in [*runs, parent]:
+                with (
+                    contextlib.suppress(OSError),
+                    open(os.path.join(path, "cgroup.procs")) as procs,
+                ):
+                    for pid in procs.read().split():
+                        with contextlib.suppress(OSError):
+                            os.kill(int(pid), signal.SIGKILL)
+                with contextlib.suppress(OSError):
+                    remove_cgroup(path)
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         self._close_pipes()
-        self._remove_cgroup()
+        self._remove_cgroups()
 
     def stop(self) -> None:
         with contextlib.suppress(OSError):
@@ -109,7 +125,7 @@ class _ProcessWorker(FramedWorker):
         except subprocess.TimeoutExpired:
             self.kill()
         self._close_pipes()
-        self._remove_cgroup()
+        self._remove_cgroups()
 
     def _close_pipes(self) -> None:
         for pipe in (self.process.stdin, self.process.stdout):
@@ -122,12 +138,15 @@ class LocalSandbox(WorkerPoolSandbox):
 
     ``pool_size`` interpreters are started on demand (or all at once by :meth:`warm`) and
     reused; up to ``pool_size`` runs proceed in parallel, more wait for a free one.
-    ``namespaces`` / ``landlock``: None uses them where the OS allows, True requires them
-    (start-up fails otherwise), False turns them off. ``preload`` names modules the
-    interpreters import once, so code that imports them pays nothing (e.g. ``("numpy",)``).
-    ``readable_paths`` adds files or directories the code may read (with Landlock, nothing
-    else outside the system, Python and the work dir is readable); ``env`` adds variables
-    to the allow-listed environment.
+    ``namespaces``, ``mount``, ``landlock``, ``seccomp``, ``cgroups``: None uses the
+    mechanism where the OS allows it, True requires it (start-up fails otherwise), False
+    turns it off (``mount`` needs ``namespaces``). ``allow_unconfined_root`` lets root run
+    code without any filesystem isolation (no mount namespace and no Landlock).
+    ``preload`` names modules the interpreters import once, so code that imports them pays
+    nothing (e.g. ``("numpy",)``). ``readable_paths`` adds files or directories the code may
+    read (only the system, this Python's standard library and site-packages are readable
+    otherwise; an editable checkout is not); ``env`` adds variables to the allow-listed
+    environment.
 
     Example::
 
@@ -142,7 +161,11 @@ class LocalSandbox(WorkerPoolSandbox):
         pool_size: int | None = None,
         limits: Limits | None = None,
         namespaces: bool | None = None,
+        mount: bool | None = None,
         landlock: bool | None = None,
+        seccomp: bool | None = None,
+        cgroups: bool | None = None,
+        allow_unconfined_root: bool = False,
         preload: tuple[str, ...] = (),
         readable_paths: tuple[str, ...] = (),
         env: Mapping[str, str] | None = None,
@@ -159,10 +182,14 @@ class LocalSandbox(WorkerPoolSandbox):
         )
         self._config = {
             "namespaces": namespaces,
+            "mount": mount,
             "landlock": landlock,
+            "seccomp": seccomp,
+            "cgroups": cgroups,
+            "allow_unconfined_root": allow_unconfined_root,
             "preload": list(preload),
             "readable": [str(path) for path in readable_paths],
-            "max_processes": self.limits.max_processes,
+            "limits": dict(self.limits.__dict__),
         }
 
     def _start_worker(self) -> _ProcessWorker:
@@ -183,18 +210,45 @@ class LocalSandbox(WorkerPoolSandbox):
         return [worker.process.pid for worker in self._pool.idle()]
 
     def isolation_report(self) -> dict[str, Any]:
-        """Which mechanisms confine the code on this machine (starts a worker if needed)."""
+        """What confines the code on this machine, per threat, and what is ``missing``.
+
+        Starts a worker if none has started yet. Example (all mechanisms available)::
+
+            {"network": "namespace", "filesystem": "mount-namespace", ..., "missing": []}
+        """
         if self._report is None:
             self.warm(1)
-        report = self._report or {}
-        abi = report.get("landlock_abi", 0)
-        namespaces = bool(report.get("namespaces"))
-        return {
-            "network": "namespace" if namespaces else "landlock" if abi >= 4 else "audit-hook",
-            "processes": "pid-namespace" if namespaces else "process-group+subreaper",
-            "filesystem_writes": "landlock" if abi else "file-permissions",
-            "signals": "pid-namespace" if namespaces else "landlock" if abi >= 6 else "none",
-            "filesystem_reads": "landlock" if abi else "file-permissions",
-            "process_count": "pids-cgroup" if report.get("cgroup") else "rlimit",
-            "landlock_abi": abi,
-        }
+        return describe_isolation(self._report or {})
+
+
+def describe_isolation(report: dict[str, Any]) -> dict[str, Any]:
+    """A worker's start-up report -> the mechanism per threat and the protections missing."""
+    ns, mount, seccomp = report.get("namespaces"), report.get("mount"), report.get("seccomp")
+    abi = report.get("landlock_abi", 0)
+    memory, pids = report.get("cgroup_memory"), report.get("cgroup_pids")
+    landlock_fs = "landlock" if abi else None
+    described = {
+        "network": "namespace" if ns else "landlock+seccomp" if abi >= 4 and seccomp
+        else "seccomp" if seccomp else "landlock-tcp" if abi >= 4 else "audit-hook",
+        "filesystem": "mount-namespace" if mount else landlock_fs,
+        "file_metadata": "read-only-mounts" if mount else "seccomp" if seccomp else None,
+        "host_sockets": "mount-namespace" if mount else "seccomp" if seccomp else None,
+        "processes": "pid-namespace" if ns else "process-group+subreaper",
+        "process_list": "pid-namespace" if mount else landlock_fs,
+        "signals": "pid-namespace" if ns else "landlock" if abi >= 6 else None,
+        "ipc": "ipc-namespace" if mount else None,
+        "keyring": "fresh-session-keyring+seccomp" if seccomp else "fresh-session-keyring",
+        "syscalls": "seccomp" if seccomp else None,
+        "memory": "cgroup" if memory else "rlimit-per-process",
+        "process_count": "pids-cgroup" if pids else "rlimit",
+        "disk_quota": "tmpfs" if mount else None,
+        "user": "nobody" if report.get("uid_drop") else "user-namespace" if ns
+        else "caller-without-capabilities",
+        "landlock_abi": abi,
+    }  # fmt: skip
+    described["missing"] = [key for key, value in described.items() if value is None]
+    if described["network"] == "audit-hook":
+        described["missing"].append("network")
+    if not memory:
+        described["missing"].append("memory")
+    return described

@@ -154,8 +154,8 @@ class WarmPool(Generic[T]):
             while True:
                 if self._closed:
                     raise RuntimeError(f"this {self._owner} is closed; create a new one")
-                if self._idle:
-                    return self._idle.pop()
+                if self._idle:  # the longest idle first: its next runner is ready
+                    return self._idle.pop(0)
                 if self._live < self.size:
                     self._live += 1
                     break

@@ -21,15 +21,27 @@ def sandbox() -> Iterator[LocalSandbox]:
         yield box
 
 
-@pytest.fixture(scope="session", params=["default", "no-namespaces", "rlimits-only"])
+LEVELS = {
+    "default": {},
+    "no-mount": {"mount": False},
+    "no-namespaces": {"namespaces": False},
+    "rlimits-only": {
+        "namespaces": False,
+        "landlock": False,
+        "seccomp": False,
+        "cgroups": False,
+        "allow_unconfined_root": True,
+    },
+}
+"""Isolation levels, forced lower one mechanism at a time: everything this OS offers; user,
+network and PID namespaces without the private mount namespace; no namespaces (Landlock,
+seccomp, cgroups, and ``nobody`` as root); and the plain fallback of rlimits alone."""
+
+
+@pytest.fixture(scope="session", params=list(LEVELS))
 def any_sandbox(request: pytest.FixtureRequest) -> Iterator[LocalSandbox]:
-    """Each isolation level: full, Landlock without namespaces, and the plain fallback."""
-    options = {
-        "default": {},
-        "no-namespaces": {"namespaces": False},
-        "rlimits-only": {"namespaces": False, "landlock": False},
-    }[request.param]
-    with LocalSandbox(pool_size=1, **options) as box:
+    """The sandbox at each isolation level (each test checks what that level promises)."""
+    with LocalSandbox(pool_size=1, **LEVELS[request.param]) as box:
         yield box
 
 

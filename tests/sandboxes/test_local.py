@@ -41,6 +41,12 @@ def test_files_and_stdin(sandbox: LocalSandbox) -> None:
     assert sandbox.run(code, files=files, stdin="2\n").stdout == "42\n"
 
 
+def test_large_stdin_arrives_whole(sandbox: LocalSandbox) -> None:
+    text = "x" * 3_000_000 + "\n"
+    result = sandbox.run("import sys\nprint(len(sys.stdin.read()))", stdin=text)
+    assert result.stdout == f"{len(text)}\n"
+
+
 def test_runs_are_independent(sandbox: LocalSandbox) -> None:
     sandbox.run("import builtins\nbuiltins.leak = 1\nopen('left.txt', 'w').write('x')")
     result = sandbox.run("import builtins, os\nprint(hasattr(builtins, 'leak'), os.listdir('.'))")
@@ -75,9 +81,13 @@ def test_session_files_persist_until_close(sandbox: LocalSandbox) -> None:
     ).stdout.strip()
     assert session.run("print(open('notes.txt').read())").stdout == "hi\n"
     session.close()
-    time.sleep(0.2)
-
-    assert not os.path.exists(cwd)
+    if sandbox.isolation_report()["filesystem"] == "mount-namespace":
+        assert cwd == "/tmp"  # the session's own tmpfs, gone with its mount namespace
+    else:
+        time.sleep(0.2)
+        assert not os.path.exists(cwd)
+    with sandbox.session() as fresh:
+        assert "notes.txt" not in fresh.run("import os\nprint(os.listdir('.'))").stdout
 
 
 def test_concurrent_runs_use_the_pool() -> None:
@@ -99,8 +109,17 @@ def test_concurrent_runs_use_the_pool() -> None:
 
 def test_isolation_report_names_each_mechanism(sandbox: LocalSandbox) -> None:
     report = sandbox.isolation_report()
-    assert report["network"] in {"namespace", "landlock", "audit-hook"}
+    assert report["network"] in {
+        "namespace",
+        "landlock+seccomp",
+        "seccomp",
+        "landlock-tcp",
+        "audit-hook",
+    }
     assert report["processes"] in {"pid-namespace", "process-group+subreaper"}
+    assert report["missing"] == [key for key, value in report.items() if value is None] + (
+        ["network"] if report["network"] == "audit-hook" else []
+    ) + (["memory"] if report["memory"] != "cgroup" else [])
 
 
 def test_closed_sandbox_refuses_runs() -> None:

@@ -3,14 +3,21 @@ checks and the errors that say what is missing (nothing here pretends a containe
 
 from __future__ import annotations
 
+import json
 import struct
+import subprocess
 import sys
 
 import pytest
 
 from palaestra.envs.code.env import CodeDataset
 from palaestra.sandboxes import Limits, LocalSandbox, make_sandbox, resolve_sandbox
-from palaestra.sandboxes.docker import WORKER_MEMORY_MB, container_config, split_stdout_frames
+from palaestra.sandboxes.docker import (
+    WORKER_MEMORY_MB,
+    _worker_source,
+    container_config,
+    split_stdout_frames,
+)
 from palaestra.sandboxes.e2b import _CappedText, resolve_api_key, run_command
 from palaestra.tools.python import PythonTool
 
@@ -119,3 +126,20 @@ def test_envs_and_tools_take_a_backend_name() -> None:
     box = LocalSandbox(pool_size=1)
     assert resolve_sandbox(box) is box
     box.close()
+
+
+def test_the_bundled_worker_runs_as_one_program() -> None:
+    config = {
+        "namespaces": False, "mount": False, "landlock": False, "seccomp": None, "cgroups": False,
+        "allow_unconfined_root": True, "preload": [], "readable": [],
+        "limits": dict(Limits().__dict__),
+    }  # fmt: skip
+    worker = subprocess.run(
+        [sys.executable, "-I", "-B", "-c", _worker_source(), json.dumps(config)],
+        input=b"",
+        capture_output=True,
+        timeout=60,
+        cwd="/",
+    )
+    hello = json.loads(worker.stdout[4:])
+    assert hello["ready"] and hello["namespaces"] is False and worker.returncode == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import threading
 import time
@@ -16,14 +17,15 @@ from tests.sandboxes.conftest import descendants
 
 
 def assert_nothing_left(box: LocalSandbox) -> None:
-    """No process below any warm interpreter (the per-run monitor exits right after replying)."""
+    """No process of a finished run is left: below each warm interpreter there is at most
+    the monitor and runner prepared for its next run (a chain of two, the runner childless)."""
     deadline = time.monotonic() + 3
     while True:
-        left = [pid for worker in box.worker_pids() for pid in descendants(worker)]
-        if not left or time.monotonic() > deadline:
+        left = [descendants(worker) for worker in box.worker_pids()]
+        if all(len(below) <= 2 for below in left) or time.monotonic() > deadline:
             break
         time.sleep(0.02)
-    assert left == []
+    assert all(len(below) <= 2 for below in left), left
 
 
 def test_infinite_loop_times_out(any_sandbox: LocalSandbox) -> None:
@@ -67,7 +69,8 @@ def test_memory_bomb_is_reported(any_sandbox: LocalSandbox) -> None:
         "blocks = []\nwhile True:\n    blocks.append(bytearray(10**7))", memory_mb=128
     )
     assert result.memory_exceeded and result.exit_code != 0
-    assert "MemoryError" in result.stderr
+    # a memory cgroup OOM-kills the run; an address-space rlimit raises MemoryError
+    assert "MemoryError" in result.stderr or result.exit_code == -signal.SIGKILL
     assert_nothing_left(any_sandbox)
 
 
@@ -90,15 +93,13 @@ def test_busy_children_left_behind_are_killed(any_sandbox: LocalSandbox) -> None
 def test_cannot_write_outside_the_work_dir(any_sandbox: LocalSandbox, tmp_path: Path) -> None:
     target = tmp_path / "escaped.txt"
     tmp_path.chmod(0o755)  # writable by its owner only; Landlock must also deny its owner
-    if any_sandbox.isolation_report()["filesystem_writes"] == "file-permissions":
-        # Documented fallback: without Landlock only file permissions apply. As root the
-        # sandbox holds no capabilities, so a directory owned by someone else stays closed.
-        if os.geteuid() != 0:
-            pytest.skip("without Landlock, the code may write wherever its user may")
-        os.chown(tmp_path, 65534, 65534)
+    report = any_sandbox.isolation_report()
+    if report["filesystem"] is None and report["user"] != "nobody":
+        pytest.skip("documented: without Landlock or a mount namespace the code may write "
+                    "wherever its user may (as root: only with allow_unconfined_root)")  # fmt: skip
     result = any_sandbox.run(f"open({str(target)!r}, 'w').write('owned')")
-    assert not target.exists()
-    assert "PermissionError" in result.stderr and result.exit_code == 1
+    assert not target.exists() and result.exit_code == 1
+    assert "PermissionError" in result.stderr or "FileNotFoundError" in result.stderr
 
 
 def test_landlock_denies_writes_even_where_permissions_allow(
@@ -109,7 +110,7 @@ def test_landlock_denies_writes_even_where_permissions_allow(
     tmp_path.chmod(0o777)
     target = tmp_path / "escaped.txt"
     result = sandbox.run(f"open({str(target)!r}, 'w').write('owned')")
-    assert not target.exists() and "PermissionError" in result.stderr
+    assert not target.exists() and result.exit_code == 1
 
 
 def test_landlock_denies_reading_private_files(sandbox: LocalSandbox, tmp_path: Path) -> None:
@@ -120,7 +121,8 @@ def test_landlock_denies_reading_private_files(sandbox: LocalSandbox, tmp_path: 
     tmp_path.chmod(0o755)
     secret.chmod(0o644)
     result = sandbox.run(f"print(open({str(secret)!r}).read())")
-    assert "PRIVATE KEY" not in result.stdout and "PermissionError" in result.stderr
+    assert "PRIVATE KEY" not in result.stdout
+    assert "PermissionError" in result.stderr or "FileNotFoundError" in result.stderr
 
 
 def test_parent_secrets_are_not_visible(
@@ -188,7 +190,7 @@ def test_huge_output_is_capped(any_sandbox: LocalSandbox) -> None:
 
 
 def test_killing_the_parent_is_contained(any_sandbox: LocalSandbox) -> None:
-    if any_sandbox.isolation_report()["signals"] == "none":
+    if any_sandbox.isolation_report()["signals"] is None:
         pytest.skip(
             "documented limitation: without PID namespaces or Landlock ABI >= 6 the code can "
             "signal processes of its own user"
@@ -224,7 +226,14 @@ def test_work_dir_is_private_and_removed(any_sandbox: LocalSandbox) -> None:
         "import os\nopen('data.bin', 'wb').write(b'1' * 1000)\nprint(os.getcwd())"
     )
     work_dir = Path(result.stdout.strip())
-    assert result.ok and not work_dir.exists()
+    assert result.ok
+    if any_sandbox.isolation_report()["filesystem"] == "mount-namespace":
+        assert work_dir == Path("/tmp")  # a tmpfs of the run's own mount namespace
+    else:  # removed right after the reply
+        deadline = time.monotonic() + 3
+        while work_dir.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not work_dir.exists()
     assert_nothing_left(any_sandbox)
 
 

@@ -8,12 +8,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from palaestra.envs.base import AnswerEnv, Grade
-from palaestra.envs.code.grading import TestReport, grade
 from palaestra.envs.code.problems import SAMPLE_DATASET, CodeProblem, load_humaneval, load_problems
 from palaestra.sandboxes import Sandbox
 from palaestra.sandboxes.factory import backend_class, resolve_sandbox
 from palaestra.tasks import Problem, row_for_reset
 from palaestra.tasks.files import LazyProblems
+from palaestra.verifiers.code import TestReport, grade
 
 _CODE_BLOCK = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 

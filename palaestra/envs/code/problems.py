@@ -56,7 +56,7 @@ _AST_LOCK = threading.Lock()
 
 
 def split_check(test_source: str, entry_point: str) -> list[str]:
-    """HumanEval ``check(candidate)`` source -> one snippet per assert (for partial credit).
+    """HumanEval ``check(candidate)`` source -> one snippet per assert that uses the candidate.
 
     Falls back to a single ``check(entry_point)`` snippet when the body is not a flat list
     of asserts (loops, helpers), so no test is lost.
@@ -74,7 +74,12 @@ def split_check(test_source: str, entry_point: str) -> list[str]:
     arg = check.args.args[0].arg if check.args.args else "candidate"
     if not check.body or not all(isinstance(s, ast.Assert | ast.Expr) for s in check.body):
         return [f"{test_source}\ncheck({entry_point})"]
-    asserts = [s for s in check.body if isinstance(s, ast.Assert)]
+    asserts = [  # an assert that never calls the candidate (``assert True``) tests nothing
+        s
+        for s in check.body
+        if isinstance(s, ast.Assert)
+        and any(isinstance(n, ast.Name) and n.id == arg for n in ast.walk(s))
+    ]
     return [f"{preamble}\n{arg} = {entry_point}\n{ast.unparse(s)}" for s in asserts]
 
 
