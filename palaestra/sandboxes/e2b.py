@@ -250,7 +250,7 @@ class E2BSession(SessionBase):
         self._lock = threading.Lock()
 
     def _start(self) -> None:
-        self._box = self._sandbox._pool.acquire()
+        self._box = self._sandbox._pool.acquire(overflow=True)
         cwd = f"{BASE_DIR}/session-{uuid.uuid4().hex}"
         self._box.files.make_dir(cwd)
         self._context = self._box.create_code_context(cwd=cwd)

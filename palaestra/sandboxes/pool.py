@@ -132,7 +132,10 @@ class WarmPool(Generic[T]):
     """Up to ``size`` started items (workers, containers, remote sandboxes), reused.
 
     ``start`` makes one (blocking until it is ready); ``discard`` ends one. Items are
-    started on demand or by :meth:`warm`; :meth:`acquire` waits while all are in use.
+    started on demand or by :meth:`warm`; :meth:`acquire` waits while all are in use, unless
+    ``overflow=True`` (long holders such as sessions), which starts one more instead: a
+    session must never wait for another session to end (a process running several episodes
+    would deadlock). Items past ``size`` are discarded when released.
     """
 
     def __init__(
@@ -149,14 +152,14 @@ class WarmPool(Generic[T]):
         self._closed = False
         self._available = threading.Condition()
 
-    def acquire(self) -> T:
+    def acquire(self, *, overflow: bool = False) -> T:
         with self._available:
             while True:
                 if self._closed:
                     raise RuntimeError(f"this {self._owner} is closed; create a new one")
                 if self._idle:  # the longest idle first: its next runner is ready
                     return self._idle.pop(0)
-                if self._live < self.size:
+                if self._live < self.size or overflow:
                     self._live += 1
                     break
                 self._available.wait()
@@ -171,7 +174,7 @@ class WarmPool(Generic[T]):
     def release(self, item: T, healthy: bool) -> None:
         """Back to the pool if ``healthy``; otherwise discarded (in the background)."""
         with self._available:
-            if healthy and not self._closed:
+            if healthy and not self._closed and self._live <= self.size:
                 self._idle.append(item)
             else:
                 self._live -= 1
@@ -240,8 +243,8 @@ class WorkerPoolSandbox(SandboxBase, ABC):
             self._first_worker_started(worker.report)
         return worker
 
-    def _acquire(self) -> FramedWorker:
-        return self._pool.acquire()
+    def _acquire(self, *, overflow: bool = False) -> FramedWorker:
+        return self._pool.acquire(overflow=overflow)
 
     def _release(self, worker: FramedWorker, healthy: bool) -> None:
         self._pool.release(worker, healthy and worker.alive)
@@ -317,7 +320,8 @@ class WorkerPoolSandbox(SandboxBase, ABC):
 
 
 class WorkerSession(SessionBase):
-    """A REPL kept across turns; holds one worker of the pool while open.
+    """A REPL kept across turns; holds one worker while open (started past the pool size
+    when every worker is busy, so sessions never wait for each other).
 
     If a call times out or the code exits, the worker is replaced by a fresh one on the
     next call and that call's stderr starts with a notice that earlier state is gone.
@@ -332,7 +336,7 @@ class WorkerSession(SessionBase):
 
     def _start(self, timeout: float) -> str | None:
         """Start the REPL in a worker; returns an error message on failure."""
-        worker = self._sandbox._acquire()
+        worker = self._sandbox._acquire(overflow=True)
         job = self._sandbox._job(
             session=True,
             timeout=timeout,

@@ -83,7 +83,7 @@ def test_process_pool_rebuilds_the_wrapper_stack():
 
 def test_runner_and_oracle_agent_solve_every_episode():
     episodes = Runner(OracleAgent()).run(
-        make_tasks(["math:Arithmetic-Python-v0", "math:WordProblem-Hard-Python-v0"], range(6))
+        make_tasks(["math:Arithmetic-Python-v0", "math:WordProblem-Python-v0"], range(6))
     )
     assert all(e.success and e.num_turns == 2 for e in episodes), [e.error for e in episodes]
     assert episodes[0].messages[3]["role"] == "tool"
@@ -132,11 +132,9 @@ def test_openai_chat_agent_speaks_tool_calls_to_a_strict_server():
         agent = OpenAIAgent("stub", server.url, max_retries=0)
         episodes = Runner(agent).run(make_tasks(["math:Arithmetic-Python-v0"], range(3)))
     assert all(e.error is None and e.success for e in episodes), [e.error for e in episodes]
-    second = server.requests[1][1]
+    second = next(body for _, body in server.requests if body["messages"][-1]["role"] == "tool")
     assert second["tools"][0]["function"]["name"] == "python"
     assistant, tool = second["messages"][-2:]
-    assert tool == {
-        "role": "tool",
-        "tool_call_id": assistant["tool_calls"][0]["id"],
-        "content": episodes[0].turns[0].observation,
-    }
+    assert tool["tool_call_id"] == assistant["tool_calls"][0]["id"]
+    assert tool["content"] in {e.turns[0].observation for e in episodes}
+    assert len(server.requests) == 6  # two per episode: nothing was rejected

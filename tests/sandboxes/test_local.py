@@ -127,3 +127,16 @@ def test_closed_sandbox_refuses_runs() -> None:
     box.close()
     with pytest.raises(RuntimeError, match="closed"):
         box.run("pass")
+
+
+def test_sessions_never_wait_for_each_other():
+    """More open sessions than workers: each starts one more worker instead of waiting (a
+    process running several episodes would otherwise deadlock on its own sessions)."""
+    with LocalSandbox(pool_size=1) as box:
+        sessions = [box.session() for _ in range(3)]
+        for index, session in enumerate(sessions):
+            session.run(f"x = {index}")
+        assert [s.run("print(x)").stdout for s in sessions] == ["0\n", "1\n", "2\n"]
+        for session in sessions:
+            session.close()
+        assert box.run("print('ok')").stdout == "ok\n"
