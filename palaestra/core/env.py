@@ -127,7 +127,5 @@ class Env(gym.Env[str, str]):
 @functools.cache
 def _steps_inline(env_type: type[Env]) -> bool:
     return (
-        not env_type.threaded_step
-        and env_type.areset is Env.areset
-        and env_type.astep is Env.astep
+        not env_type.threaded_step and env_type.areset is Env.areset and env_type.astep is Env.astep
     )

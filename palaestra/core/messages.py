@@ -99,7 +99,9 @@ def to_openai_messages(messages: Sequence[Message]) -> list[Message]:
                 "content": f"{converted[-1]['content']}\n\n{message['content']}",
             }
         else:
-            converted.append({"role": "user" if role == "tool" else role, "content": message["content"]})
+            converted.append(
+                {"role": "user" if role == "tool" else role, "content": message["content"]}
+            )
             last_was_tool = False
     return converted
 

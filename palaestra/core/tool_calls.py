@@ -173,7 +173,9 @@ class TagFormat:
         schema = next((t for t in tools if tool_name(t) == call.name), None)
         parameter = None if schema is None else string_parameter(schema)
         if parameter is None or set(call.arguments) != {parameter}:
-            raise ValueError(f"{call.name!r} cannot be written as a tag: it needs one string argument")
+            raise ValueError(
+                f"{call.name!r} cannot be written as a tag: it needs one string argument"
+            )
         return f"<{call.name}>{call.arguments[parameter]}</{call.name}>"
 
     def instructions(self, tools: Sequence[dict[str, Any]]) -> str:

@@ -94,9 +94,7 @@ class Wrapper(Env):
     @property
     def steps_inline(self) -> bool:
         cls = type(self)
-        return (
-            self.env.steps_inline and cls.areset is Wrapper.areset and cls.astep is Wrapper.astep
-        )
+        return self.env.steps_inline and cls.areset is Wrapper.areset and cls.astep is Wrapper.astep
 
     def oracle(self) -> Policy:
         return self.env.oracle()

@@ -69,7 +69,9 @@ class TurnBasedEnv(Env):
             info["metrics"] = metrics
         return observation, reward, False, False, info
 
-    def finish(self, observation: str, reward: float, success: bool, **metrics: float) -> StepResult:
+    def finish(
+        self, observation: str, reward: float, success: bool, **metrics: float
+    ) -> StepResult:
         """End the episode with ``reward``; ``info`` carries success and the metrics."""
         self.done = True
         info = {

@@ -61,8 +61,10 @@ class ToolEnv(Wrapper):
         self.format = tool_format(format)
         self.max_tool_turns = max_tool_turns
         inner = env.max_turns
-        self.turn_limit = max_turns if max_turns is not None else (
-            None if inner is None else inner + max_tool_turns
+        self.turn_limit = (
+            max_turns
+            if max_turns is not None
+            else (None if inner is None else inner + max_tool_turns)
         )
         if self.turn_limit is not None and self.turn_limit < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.turn_limit}")
@@ -115,8 +117,10 @@ class ToolEnv(Wrapper):
         parsed = self._parse(action)
         if not parsed:
             return self._count(self.env.step(action))
-        outputs = [self.tool_map[call.name].call(call.arguments) if ok else error
-                   for call, ok, error in self._plan(parsed.calls)]
+        outputs = [
+            self.tool_map[call.name].call(call.arguments) if ok else error
+            for call, ok, error in self._plan(parsed.calls)
+        ]
         return self._tool_step(parsed, outputs)
 
     async def astep(self, action: str) -> StepResult:

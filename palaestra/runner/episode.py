@@ -119,7 +119,9 @@ class EpisodePlayer:
                 _truncate(episode, limit_reason)
                 break
             if recorder is not None:
-                new = observation_messages(observation, turns[-1].observation_role, info.get("tool_outputs"))
+                new = observation_messages(
+                    observation, turns[-1].observation_role, info.get("tool_outputs")
+                )
                 conversation.prompt_ids = recorder.add_observation(
                     episode, new, completion, turn_number
                 )

@@ -76,4 +76,3 @@ class LocalEnvHost:
             for env in envs:
                 env.close()
         self._free.clear()
-

@@ -34,7 +34,9 @@ def iter_records(path: str | Path) -> Iterator[tuple[str, Record]]:
         yield from _parquet_records(path)
         return
     if not name.endswith(SUFFIXES):
-        raise ValueError(f"unsupported dataset file {path.name!r}; use one of {', '.join(SUFFIXES)}")
+        raise ValueError(
+            f"unsupported dataset file {path.name!r}; use one of {', '.join(SUFFIXES)}"
+        )
     opener = gzip.open if name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as handle:
         text = handle.read()

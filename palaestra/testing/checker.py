@@ -99,7 +99,9 @@ def check_determinism(make: Callable[[], Env], seeds: tuple[int, ...] = SEEDS) -
     assert len({str(t) for t in sequential}) > 1, "different seeds should give different episodes"
 
 
-def check_hostile_actions(make: Callable[[], Env], actions: tuple[str, ...] = HOSTILE_ACTIONS) -> None:
+def check_hostile_actions(
+    make: Callable[[], Env], actions: tuple[str, ...] = HOSTILE_ACTIONS
+) -> None:
     """Hostile actions never raise, and rewards stay inside ``reward_range``."""
     env = make()
     low, high = env.reward_range
@@ -149,7 +151,13 @@ def check_oracle(make: Callable[[], Env], seeds: tuple[int, ...] = SEEDS) -> Non
     )
 
 
-CHECKS = (check_gymnasium, check_determinism, check_hostile_actions, check_async_twins, check_oracle)
+CHECKS = (
+    check_gymnasium,
+    check_determinism,
+    check_hostile_actions,
+    check_async_twins,
+    check_oracle,
+)
 
 
 def check_env(env: str | Callable[[], Env], **kwargs: Any) -> None:

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 import palaestra
 from palaestra.agents import OracleAgent, PolicyAgent
-from palaestra.agents.openai import OpenAIAgent
 from palaestra.agents.base import Action
+from palaestra.agents.openai import OpenAIAgent
 from palaestra.cli import app
 from palaestra.core.tool_calls import ToolCall, format_tool_call
 from palaestra.runner import Runner, make_tasks

@@ -69,9 +69,7 @@ class ReasoningGymEnv(MathEnv):
         entry = self._entry(index)
         answer = entry.get("answer")
         question = f"{entry['question']}\n\nGive your final answer inside <answer></answer> tags."
-        return Problem(
-            question, None if answer is None else str(answer), id=str(index), data=entry
-        )
+        return Problem(question, None if answer is None else str(answer), id=str(index), data=entry)
 
     def _entry(self, index: int) -> dict[str, Any]:
         """Item ``index``, memoized: a few upstream generators (e.g. ``list_functions``) read

@@ -15,7 +15,9 @@ from palaestra.tasks.files import load_records
 
 pytest.importorskip("math_verify", reason="needs the 'math' extra (math-verify)")
 
-MATH_IDS = [i for i in palaestra.list_envs("math:*") if "-Python-" not in i]  # tool variants: test_tool_math.py
+MATH_IDS = [
+    i for i in palaestra.list_envs("math:*") if "-Python-" not in i
+]  # tool variants: test_tool_math.py
 
 
 def test_ids_are_registered():
