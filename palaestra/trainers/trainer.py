@@ -316,7 +316,7 @@ class Trainer:
 
 
 def rollout_metrics(rollouts: Rollouts, version: int) -> dict[str, float]:
-    """Reward, success, length, error, throughput and staleness metrics of a batch."""
+    """Reward, success, length, tool use, error, throughput and staleness metrics of a batch."""
     healthy = [e for e in rollouts.episodes if e.error is None]
     generated = sum(sum(e.loss_mask) for e in healthy)
     staleness = [version - e.policy_version for e in healthy] or [0]
@@ -324,6 +324,7 @@ def rollout_metrics(rollouts: Rollouts, version: int) -> dict[str, float]:
         "reward": _mean(e.total_reward for e in healthy),
         "success": _mean(float(e.success is True) for e in healthy),
         "turns": _mean(e.num_turns for e in healthy),
+        "tool_turns": _mean(sum(t.observation_role == "tool" for t in e.turns) for e in healthy),
         "episode_tokens": _mean(len(e.token_ids) for e in healthy),
         "errors": float(len(rollouts.episodes) - len(healthy)),
         "rollout_time": rollouts.rollout_time,
