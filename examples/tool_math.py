@@ -39,7 +39,9 @@ def evaluate_oracle(episodes: int) -> float:
     return result.summaries[0].success_rate
 
 
-def train(output_dir: Path, steps: int, sft_steps: int = 150, seed: int = 0) -> list[dict[str, float]]:
+def train(
+    output_dir: Path, steps: int, sft_steps: int = 150, seed: int = 0
+) -> list[dict[str, float]]:
     """SFT warm start on oracle demonstrations, then ``steps`` GRPO steps on the tool env."""
     corpus = Runner(OracleAgent()).run(make_tasks([ENV_ID], range(64)))
     texts = [e.system_prompt or "" for e in corpus[:1]]
@@ -50,7 +52,9 @@ def train(output_dir: Path, steps: int, sft_steps: int = 150, seed: int = 0) -> 
     losses = train_sft(
         model, demos, steps=sft_steps, lr=3e-3, pad_token_id=tokenizer.pad_token_id, stop_loss=0.3
     )
-    print(f"SFT on {len(demos)} tool-using demonstrations: loss {losses[0]:.2f} -> {losses[-1]:.2f}")
+    print(
+        f"SFT on {len(demos)} tool-using demonstrations: loss {losses[0]:.2f} -> {losses[-1]:.2f}"
+    )
     config = TrainerConfig.model_validate(
         {
             "seed": seed,

@@ -20,6 +20,7 @@ from palaestra.evaluation.run import (
     EvalConfig,
     EvalResult,
     aevaluate,
+    eval_tasks,
     resolve_env_ids,
     write_outputs,
 )
@@ -29,6 +30,11 @@ def eval_command(
     envs: Annotated[list[str], typer.Argument(help="Env ids or globs, e.g. 'game:*'.")],
     agent: Annotated[str, typer.Option("--agent", "-a", help=SPEC_HELP)] = "oracle",
     episodes: Annotated[int, typer.Option("--episodes", "-n", help="Tasks (seeds) per env.")] = 20,
+    all_problems: Annotated[
+        bool, typer.Option("--all", help="Every problem of each dataset env exactly once.")
+    ] = False,
+    offset: Annotated[int, typer.Option(help="With --all: the first row.")] = 0,
+    limit: Annotated[int | None, typer.Option(help="With --all: at most this many rows.")] = None,
     samples: Annotated[
         int, typer.Option("--samples", "-g", help="Rollouts per task (for pass@k).")
     ] = 1,
@@ -57,6 +63,9 @@ def eval_command(
         config = EvalConfig(
             envs,
             episodes=episodes,
+            all_problems=all_problems,
+            offset=offset,
+            limit=limit,
             samples=samples,
             seed=seed,
             concurrency=concurrency,
@@ -70,7 +79,7 @@ def eval_command(
         raise typer.Exit(2) from None
     try:
         result = asyncio.run(_run(the_agent, config, console, quiet))
-    except KeyError as exc:  # unknown env id or glob with no match
+    except (KeyError, ValueError) as exc:  # unknown id, glob with no match, --all on a generator
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     console.print(
@@ -91,7 +100,6 @@ def eval_command(
 
 
 async def _run(agent, config: EvalConfig, console: Console, quiet: bool) -> EvalResult:
-    n_envs = len(resolve_env_ids(config.env_patterns))
     progress = Progress(
         TextColumn("[bold]eval"),
         BarColumn(),
@@ -104,7 +112,7 @@ async def _run(agent, config: EvalConfig, console: Console, quiet: bool) -> Eval
     )
     state = {"done": 0, "errors": 0}
     with progress:
-        total = n_envs * config.episodes * config.samples
+        total = len(eval_tasks(resolve_env_ids(config.env_patterns), config))
         bar = progress.add_task("eval", total=total, rate="", errors=0)
 
         def on_episode(episode: Episode) -> None:
@@ -126,7 +134,7 @@ def results_table(summaries: list[EnvSummary], *, title: str = "") -> Table:
     ks = sorted({k for s in summaries for k in s.pass_at})
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("env", style="cyan", no_wrap=True, min_width=3)
-    for name in ["episodes", "reward", "success", "turns", "tokens", "errors", "wall s"]:
+    for name in ["episodes", "tasks", "reward", "success", "turns", "tokens", "errors", "wall s"]:
         table.add_column(name, justify="right", no_wrap=True)
     for k in ks:
         table.add_column(f"pass@{k}", justify="right", no_wrap=True)
@@ -137,6 +145,7 @@ def results_table(summaries: list[EnvSummary], *, title: str = "") -> Table:
         table.add_row(
             s.env_id,
             str(s.episodes),
+            str(s.distinct_tasks),
             f"{s.mean_reward:.3f}",
             f"[{success_style}]{s.success_rate:.0%}[/{success_style}]",
             f"{s.mean_turns:.1f}",

@@ -30,6 +30,8 @@ class EnvSummary:
 
     env_id: str
     episodes: int
+    distinct_tasks: int
+    """How many different first observations (problems) the clean episodes saw."""
     errors: int
     mean_reward: float
     success_rate: float
@@ -71,6 +73,7 @@ def _summarize_env(
     summary = EnvSummary(
         env_id=env_id,
         episodes=len(episodes),
+        distinct_tasks=len({e.task for e in clean}),
         errors=len(episodes) - len(clean),
         mean_reward=sum(e.total_reward for e in clean) / count,
         success_rate=sum(bool(e.success) for e in clean) / count,

@@ -16,16 +16,21 @@ from palaestra.core.types import Episode
 from palaestra.evaluation.metrics import EnvSummary, summarize
 from palaestra.evaluation.report import write_html, write_jsonl
 from palaestra.runner.rollout import Runner
-from palaestra.runner.tasks import make_tasks
+from palaestra.runner.tasks import Task, make_tasks
 
 
 @dataclass
 class EvalConfig:
-    """What to evaluate: ``episodes`` tasks per env (seeds ``seed``, ``seed + 1``, ...), each
-    rolled out ``samples`` times; ``pass_ks`` are the k of pass@k (each needs k <= samples)."""
+    """What to evaluate: ``episodes`` tasks per env (seeds ``seed``, ``seed + 1``, ...), or with
+    ``all_problems`` every problem of a dataset env exactly once (rows ``offset`` .. up to
+    ``limit`` of them); each task rolled out ``samples`` times; ``pass_ks`` are the k of pass@k
+    (each needs k <= samples)."""
 
     env_patterns: Sequence[str]
     episodes: int = 20
+    all_problems: bool = False
+    offset: int = 0
+    limit: int | None = None
     samples: int = 1
     seed: int = 0
     concurrency: int = 32
@@ -38,6 +43,8 @@ class EvalConfig:
             raise ValueError(f"episodes must be >= 1, got {self.episodes}")
         if self.samples < 1:
             raise ValueError(f"samples must be >= 1, got {self.samples}")
+        if self.offset < 0 or (self.limit is not None and self.limit < 1):
+            raise ValueError(f"need offset >= 0 and limit >= 1, got {self.offset} and {self.limit}")
         too_big = [k for k in self.pass_ks if not 1 <= k <= self.samples]
         if too_big:
             raise ValueError(
@@ -70,6 +77,25 @@ def resolve_env_ids(patterns: Sequence[str]) -> list[str]:
     return ids
 
 
+def eval_tasks(env_ids: Sequence[str], config: EvalConfig) -> list[Task]:
+    """The tasks of an evaluation: seeds, or every problem of each dataset env exactly once."""
+    if not config.all_problems:
+        seeds = range(config.seed, config.seed + config.episodes)
+        return make_tasks(env_ids, seeds, group_size=config.samples)
+    tasks: list[Task] = []
+    for env_id in env_ids:
+        count = palaestra.make(env_id).problem_count
+        if count is None:
+            raise ValueError(
+                f"{env_id} generates its problems (no fixed set to run once each); "
+                "evaluate it with --episodes instead of --all"
+            )
+        end = count if config.limit is None else min(count, config.offset + config.limit)
+        indices = range(config.offset, end)
+        tasks += make_tasks([env_id], indices=indices, group_size=config.samples)
+    return tasks
+
+
 async def aevaluate(
     agent: Agent,
     config: EvalConfig,
@@ -78,9 +104,7 @@ async def aevaluate(
 ) -> EvalResult:
     """Run the evaluation; ``on_episode`` sees each episode as it finishes (progress bars)."""
     env_ids = resolve_env_ids(config.env_patterns)
-    tasks = make_tasks(
-        env_ids, range(config.seed, config.seed + config.episodes), group_size=config.samples
-    )
+    tasks = eval_tasks(env_ids, config)
     runner = Runner(
         agent,
         concurrency=config.concurrency,
@@ -129,7 +153,7 @@ def write_outputs(
         "agent": agent,
         "episodes": len(result.episodes),
         "samples per task": config.samples,
-        "seeds": f"{config.seed}..{config.seed + config.episodes - 1}",
+        "tasks": _describe_tasks(config),
         "wall time": f"{result.wall_time_s:.2f} s",
         "palaestra": palaestra.__version__,
     }
@@ -146,10 +170,18 @@ def write_outputs(
     return files
 
 
+def _describe_tasks(config: EvalConfig) -> str:
+    if config.all_problems:
+        end = "end" if config.limit is None else str(config.offset + config.limit - 1)
+        return f"every problem, rows {config.offset}..{end}"
+    return f"seeds {config.seed}..{config.seed + config.episodes - 1}"
+
+
 __all__ = [
     "EvalConfig",
     "EvalResult",
     "aevaluate",
+    "eval_tasks",
     "evaluate",
     "resolve_env_ids",
     "write_outputs",

@@ -36,27 +36,38 @@ class Task(NamedTuple):
 
 def make_tasks(
     env_ids: Iterable[str],
-    seeds: Iterable[int | None],
+    seeds: Iterable[int | None] | None = None,
     *,
+    indices: Iterable[int] | None = None,
     group_size: int = 1,
     env_kwargs: Mapping[str, Any] | None = None,
 ) -> list[Task]:
-    """Every env id times every seed, each repeated ``group_size`` times as one group.
+    """Every env id times every seed (or every row index), each repeated ``group_size`` times
+    as one group.
+
+    ``indices`` asks dataset envs for those rows (reset option ``{"index": i}``, seed ``i``),
+    so ``indices=range(len(source))`` runs every problem exactly once per rollout.
 
     >>> [t.seed for t in make_tasks(["game:Wordle-v0"], [0, 1], group_size=2)]
     [0, 0, 1, 1]
+    >>> make_tasks(["code:HumanEval-v0"], indices=[7])[0].options
+    {'index': 7}
     """
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
-    seeds = list(seeds)
+    if (seeds is None) == (indices is None):
+        raise ValueError("give seeds= or indices=, not both (nor neither)")
+    if indices is not None:
+        starts = [(index, {"index": index}) for index in indices]
+    else:
+        starts = [(seed, None) for seed in seeds]  # type: ignore[union-attr]
     kwargs = dict(env_kwargs or {})
     tasks = []
     group_id = 0
     for env_id in env_ids:
-        for seed in seeds:
+        for seed, options in starts:
             tasks.extend(
-                Task(env_id, seed, kwargs, group_id=group_id, sample_index=i)
-                for i in range(group_size)
+                Task(env_id, seed, kwargs, group_id, i, options) for i in range(group_size)
             )
             group_id += 1
     return tasks

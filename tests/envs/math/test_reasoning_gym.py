@@ -66,3 +66,17 @@ def test_index_option_picks_an_item():
     assert a.reset(options={"index": 5})[0] == b.reset(seed=99, options={"index": 5})[0]
     with pytest.raises(IndexError, match="index"):
         a.reset(options={"index": -1})
+
+
+@pytest.mark.parametrize("env_id", ["rg:pool_matrix-Retry-v0", "rg:list_functions-v0"])
+def test_resets_from_eight_threads_give_the_same_problems(env_id):
+    """Generators that touch global random state are serialized (a race gave other problems)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def first_observation(seed: int) -> str:
+        return palaestra.make(env_id).reset(seed=seed)[0]
+
+    expected = [first_observation(seed) for seed in range(8)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for _ in range(3):
+            assert list(pool.map(first_observation, range(8))) == expected
