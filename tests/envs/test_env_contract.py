@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import palaestra
 from palaestra.testing import checker
-from tests.conftest import contract_env_ids
+from tests.conftest import contract_env_ids, skip_without_extra
 
 
 def _maker(env_id: str):
@@ -61,4 +61,5 @@ def test_hostile_actions_never_raise(env_id):
     )
 )
 def test_fuzzed_actions_never_raise_and_keep_reward_in_range(fuzz_env_id, actions):
+    skip_without_extra(fuzz_env_id)
     checker.check_hostile_actions(_maker(fuzz_env_id), tuple(actions))

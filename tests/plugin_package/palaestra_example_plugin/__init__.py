@@ -2,9 +2,11 @@
 
 from palaestra import Env, register
 
+TOPICS = ("the sea", "mountains", "bread", "trains", "music", "rain", "chess", "bees")
+
 
 class Echo(Env):
-    """Repeat the action back; reward 1."""
+    """Say something about a topic; the env repeats it back with reward 1."""
 
     max_turns = 1
 
@@ -14,7 +16,8 @@ class Echo(Env):
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
-        return "Say something.", {"role": "user"}
+        topic = TOPICS[int(self.np_random.integers(len(TOPICS)))]
+        return f"Say something about {topic}.", {"role": "user"}
 
     def step(self, action):
         text = action.upper() if self.loud else action
