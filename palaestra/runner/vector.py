@@ -1,10 +1,12 @@
 """Gymnasium-style vector envs over text envs, for users who want the classic batched API.
 
-Both step every sub-env once per call (lock-step) and autoreset in the same step: when a
-sub-env ends, its observation slot holds the next episode's task and its info holds
-``final_observation`` and ``final_info`` of the episode that ended. Observations and infos
-are lists (one entry per sub-env, since text does not batch into arrays); rewards and flags
-are numpy arrays. :class:`palaestra.runner.Runner` is the faster path for collecting
+Both step every sub-env once per call (lock-step) and autoreset in the same step, as
+gymnasium 1.x's ``AutoresetMode.SAME_STEP``: when a sub-env ends, its observation slot holds
+the next episode's task and ``infos["final_obs"][i]`` / ``infos["final_info"]`` keep the
+episode that ended. Infos follow gymnasium: a dict of arrays, each key with a ``_key`` mask
+of the sub-envs that reported it, so gymnasium's vector wrappers (``RecordEpisodeStatistics``)
+work. Observations are a list (text does not batch into arrays); rewards and flags are numpy
+arrays. :class:`palaestra.runner.Runner` is the faster path for collecting
 episodes: it has no lock-step barrier.
 
 >>> vec = SyncVectorEnv.from_id("game:GuessTheNumber-v0", num_envs=4)  # doctest: +SKIP
@@ -24,8 +26,8 @@ from gymnasium.vector import AutoresetMode
 import palaestra
 from palaestra.core.env import Env, ResetResult, StepResult
 
-VectorReset = tuple[list[str], list[dict[str, Any]]]
-VectorStep = tuple[list[str], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]
+VectorReset = tuple[list[str], dict[str, Any]]
+VectorStep = tuple[list[str], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 
 
 class _TextVectorEnv(gym.vector.VectorEnv):
@@ -62,26 +64,27 @@ class _TextVectorEnv(gym.vector.VectorEnv):
         if len(actions) != self.num_envs:
             raise ValueError(f"got {len(actions)} actions for {self.num_envs} envs")
 
-    @staticmethod
-    def _gather_resets(results: Sequence[ResetResult]) -> VectorReset:
-        return [obs for obs, _ in results], [info for _, info in results]
+    def _gather_resets(self, results: Sequence[ResetResult]) -> VectorReset:
+        infos: dict[str, Any] = {}
+        for i, (_, info) in enumerate(results):
+            infos = self._add_info(infos, info, i)
+        return [obs for obs, _ in results], infos
 
     def _gather_steps(
         self, results: Sequence[StepResult], resets: dict[int, ResetResult]
     ) -> VectorStep:
-        observations, infos = [], []
+        observations: list[str] = []
+        infos: dict[str, Any] = {}
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         terminated = np.zeros(self.num_envs, dtype=bool)
         truncated = np.zeros(self.num_envs, dtype=bool)
         for i, (obs, reward, term, trunc, info) in enumerate(results):
             rewards[i], terminated[i], truncated[i] = reward, term, trunc
             if i in resets:
-                next_obs, reset_info = resets[i]
-                observations.append(next_obs)
-                infos.append({**reset_info, "final_observation": obs, "final_info": info})
-            else:
-                observations.append(obs)
-                infos.append(info)
+                infos = self._add_info(infos, {"final_obs": obs, "final_info": info}, i)
+                obs, info = resets[i]
+            observations.append(obs)
+            infos = self._add_info(infos, info, i)
         return observations, rewards, terminated, truncated, infos
 
     def close_extras(self, **kwargs: Any) -> None:

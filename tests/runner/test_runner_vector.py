@@ -14,7 +14,8 @@ from palaestra.runner import AsyncVectorEnv, SyncVectorEnv
 def binary_search_rollout(vec, steps: int):
     """Drive GuessTheNumber envs with binary search read from each env's oracle."""
     observations, infos = vec.reset(seed=10)
-    policies = [env.oracle() for env in vec.envs]
+    envs = vec.unwrapped.envs
+    policies = [env.oracle() for env in envs]
     trace = []
     for _ in range(steps):
         actions = [policy(obs) for policy, obs in zip(policies, observations, strict=True)]
@@ -22,7 +23,7 @@ def binary_search_rollout(vec, steps: int):
         trace.append((list(observations), rewards.tolist(), terminated.tolist(), infos))
         for i, done in enumerate(terminated | truncated):
             if done:
-                policies[i] = vec.envs[i].oracle()
+                policies[i] = envs[i].oracle()
     return trace
 
 
@@ -31,15 +32,15 @@ def test_autoreset_keeps_final_observation_and_info(cls):
     vec = cls.from_id("game:GuessTheNumber-v0", num_envs=4)
     trace = binary_search_rollout(vec, steps=12)
     finals = [
-        (info["final_observation"], info["final_info"], obs)
+        (infos["final_obs"][i], infos["final_info"]["success"][i], obs)
         for observations, _, terminated, infos in trace
-        for obs, done, info in zip(observations, terminated, infos, strict=True)
-        if done
+        for i, (obs, done) in enumerate(zip(observations, terminated, strict=True))
+        if done and infos["_final_obs"][i]
     ]
     assert len(finals) >= 4
     for final_observation, final_info, next_observation in finals:
         assert final_observation.startswith("Correct!")
-        assert final_info["success"] is True
+        assert final_info is np.True_
         assert next_observation.startswith("I am thinking of an integer")  # the next task
     for _, rewards, terminated, _ in trace:
         assert rewards == [1.0 if done else 0.0 for done in terminated]
@@ -87,3 +88,21 @@ def test_async_vector_env_inside_an_event_loop_uses_await():
 
     rewards = asyncio.run(main())
     assert isinstance(rewards, np.ndarray) and rewards.shape == (2,)
+
+
+@pytest.mark.parametrize("cls", [SyncVectorEnv, AsyncVectorEnv])
+def test_gymnasium_vector_wrappers_read_the_infos(cls):
+    """Infos are gymnasium's dict of arrays with ``_key`` masks: its episode statistics work."""
+    from gymnasium.wrappers.vector import RecordEpisodeStatistics
+
+    vec = RecordEpisodeStatistics(cls.from_id("game:GuessTheNumber-v0", num_envs=3))
+    trace = binary_search_rollout(vec, steps=12)
+    episodes = [
+        (infos["episode"]["r"][i], infos["episode"]["l"][i])
+        for _, _, _, infos in trace
+        if "episode" in infos
+        for i in np.flatnonzero(infos["_episode"])
+    ]
+    assert len(episodes) >= 3
+    assert all(reward == 1.0 and 1 <= length <= 10 for reward, length in episodes)
+    vec.close()
