@@ -54,6 +54,10 @@ class Env(gym.Env[str, str]):
     system_prompt: str | None = None
     """Instructions an agent should see before the first observation, if any."""
 
+    problem_count: int | None = None
+    """How many problems the env's task source holds (None: generated without end); dataset
+    envs serve row ``i`` for ``reset(options={"index": i})``."""
+
     tool_format: str = "hermes"
     """Name of the tool-call format this env reads (:mod:`palaestra.core.tool_calls`)."""
 

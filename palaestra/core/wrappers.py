@@ -92,6 +92,10 @@ class Wrapper(Env):
         return self.env.reward_range
 
     @property
+    def problem_count(self) -> int | None:  # type: ignore[override]
+        return self.env.problem_count
+
+    @property
     def steps_inline(self) -> bool:
         cls = type(self)
         return self.env.steps_inline and cls.areset is Wrapper.areset and cls.astep is Wrapper.astep

@@ -115,11 +115,6 @@ class AnswerEnv(TurnBasedEnv):
         """The problem of a reset (draw from ``self.np_random``, a task source, or ``options``)."""
         raise NotImplementedError
 
-    @property
-    def problem_count(self) -> int | None:
-        """How many problems the env's task source holds (None: generated without end)."""
-        return None
-
     def grade(self, action: str, problem: Problem) -> Grade:
         """Grade one answer."""
         raise NotImplementedError

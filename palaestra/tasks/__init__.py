@@ -1,5 +1,6 @@
-"""Task sources: problems by index, and the rule that maps a reset to a row."""
+"""Task sources: problems by index, the rule that maps a reset to a row, epoch order."""
 
 from palaestra.tasks.base import Problem, TaskSource, row_for_reset
+from palaestra.tasks.epochs import EpochOrder
 
-__all__ = ["Problem", "TaskSource", "row_for_reset"]
+__all__ = ["EpochOrder", "Problem", "TaskSource", "row_for_reset"]

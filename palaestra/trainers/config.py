@@ -170,6 +170,11 @@ class RolloutConfig(_Section):
     env_id: str = "game:GuessTheNumber-v0"
     env_kwargs: dict[str, Any] = Field(default_factory=dict, description="passed to make(env_id)")
     first_seed: int = Field(0, ge=0, description="training tasks use seeds first_seed, +1, ...")
+    order: Literal["seeds", "epochs"] = Field(
+        "seeds",
+        description="seeds: task i uses seed first_seed + i; epochs: every row of a dataset "
+        "env once per epoch, shuffled per epoch from the run's seed",
+    )
     group_size: int = Field(8, gt=0, description="episodes per task (same env id and seed)")
     groups_per_step: int = Field(8, gt=0)
     max_new_tokens: int = Field(256, gt=0, description="per turn")
@@ -199,6 +204,14 @@ class TrainerConfig(_Section):
     eval_episodes: int = Field(32, gt=0, description="held-out tasks per eval")
     eval_first_seed: int = Field(
         1_000_000, ge=0, description="eval tasks use seeds from here on (held out of training)"
+    )
+    eval_rows: tuple[int, int] | None = Field(
+        None,
+        description="held-out eval on rows [start, end) of the training source (needs "
+        "rollout.order: epochs, which leaves them out of training)",
+    )
+    eval_env_kwargs: dict[str, Any] | None = Field(
+        None, description="make(env_id, **kwargs) for eval, e.g. another split's path"
     )
     save_every: int = Field(0, ge=0, description="0 saves only at the end")
     model: ModelConfig = ModelConfig()
@@ -263,6 +276,18 @@ class TrainerConfig(_Section):
 
     @model_validator(mode="after")
     def _check_held_out(self) -> TrainerConfig:
+        if self.eval_rows is not None:
+            start, end = self.eval_rows
+            if not 0 <= start < end:
+                raise ValueError(f"eval_rows needs 0 <= start < end, got {self.eval_rows}")
+            if self.rollout.order != "epochs":
+                raise ValueError(
+                    "eval_rows holds rows of the training source out; set rollout.order: "
+                    "epochs so that training walks the other rows"
+                )
+            return self
+        if self.rollout.order == "epochs" or self.eval_env_kwargs is not None:
+            return self  # rows by index, or another source: seeds cannot overlap
         first, end = self.rollout.first_seed, self.rollout.first_seed
         end += self.steps * self.rollout.groups_per_step
         eval_end = self.eval_first_seed + self.eval_episodes

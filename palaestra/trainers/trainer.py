@@ -18,8 +18,12 @@ dropped (``dropped_nonfinite``), and an optimizer step with a non-finite loss or
 skipped (``skipped_updates``; ``skipped_updates_total`` over the run, also in checkpoints).
 A crashed episode is counted (``errors``) and left out; the run goes on.
 
-Training tasks use seeds ``rollout.first_seed``, +1, ... in order (the data position, saved in
-checkpoints); eval tasks use seeds from ``eval_first_seed`` on, never seen in training.
+Training tasks use seeds ``rollout.first_seed``, +1, ... in order, or with
+``rollout.order: epochs`` every row of a dataset env once per epoch, shuffled per epoch from
+the run's seed (:class:`palaestra.tasks.EpochOrder`); the data position is saved in
+checkpoints, so a resumed run draws exactly the rows it would have. Eval tasks use seeds from
+``eval_first_seed`` on, never seen in training, or rows ``eval_rows`` of the same source
+(left out of training), or another source (``eval_env_kwargs``, e.g. a test split's path).
 
 >>> trainer = Trainer.from_config(TrainerConfig.from_yaml("run.yaml"))  # doctest: +SKIP
 >>> history = trainer.train()                                         # doctest: +SKIP
@@ -37,9 +41,11 @@ from typing import Any
 from rich.console import Console
 from torch import nn
 
+import palaestra
 from palaestra.agents.base import Sampling
 from palaestra.core.types import Episode
 from palaestra.runner import Runner, Task, make_tasks
+from palaestra.tasks import EpochOrder
 from palaestra.trainers.advantages import compute_advantages
 from palaestra.trainers.batch import build_batch
 from palaestra.trainers.checkpoint import load_checkpoint, save_checkpoint
@@ -115,6 +121,7 @@ class Trainer:
         """Updates done so far; also the version of the policy the engine samples from."""
         self.next_seed = rollout.first_seed
         """The data position: the first seed of the next training batch."""
+        self.order = _epoch_order(config) if rollout.order == "epochs" else None
         self.history: list[dict[str, float]] = []
         self._version_changed: asyncio.Event | None = None
 
@@ -189,8 +196,7 @@ class Trainer:
     async def aevaluate(self) -> dict[str, float]:
         """:meth:`evaluate` inside a running event loop."""
         config = self.config
-        seeds = range(config.eval_first_seed, config.eval_first_seed + config.eval_episodes)
-        tasks = make_tasks([config.rollout.env_id], seeds, env_kwargs=config.rollout.env_kwargs)
+        tasks = self.eval_tasks()
         episodes = [e for e in await self.eval_runner.collect(tasks) if e.error is None]
         if not episodes:
             return {"eval/errors": float(len(tasks))}
@@ -235,12 +241,33 @@ class Trainer:
 
     # -- the loop ---------------------------------------------------------------------------
 
+    def eval_tasks(self) -> list[Task]:
+        """The held-out eval tasks: rows ``eval_rows``, else seeds from ``eval_first_seed``."""
+        config = self.config
+        env_kwargs = config.eval_env_kwargs or config.rollout.env_kwargs
+        if config.eval_rows is not None:
+            rows = range(*config.eval_rows)
+            return make_tasks([config.rollout.env_id], indices=rows, env_kwargs=env_kwargs)
+        seeds = range(config.eval_first_seed, config.eval_first_seed + config.eval_episodes)
+        return make_tasks([config.rollout.env_id], seeds, env_kwargs=env_kwargs)
+
     def tasks(self, first_seed: int) -> list[Task]:
         """The training tasks of one step, starting at ``first_seed``."""
         rollout = self.config.rollout
         seeds = range(first_seed, first_seed + rollout.groups_per_step)
+        if self.order is None:
+            return make_tasks(
+                [rollout.env_id],
+                seeds,
+                group_size=rollout.group_size,
+                env_kwargs=rollout.env_kwargs,
+            )
+        rows = [self.order.row(seed - rollout.first_seed) for seed in seeds]
         return make_tasks(
-            [rollout.env_id], seeds, group_size=rollout.group_size, env_kwargs=rollout.env_kwargs
+            [rollout.env_id],
+            indices=rows,
+            group_size=rollout.group_size,
+            env_kwargs=rollout.env_kwargs,
         )
 
     async def _collect(self, queue: asyncio.Queue[Rollouts], until: int) -> None:
@@ -332,6 +359,19 @@ def rollout_metrics(rollouts: Rollouts, version: int) -> dict[str, float]:
         "staleness": _mean(staleness),
         "max_staleness": float(max(staleness)),
     }
+
+
+def _epoch_order(config: TrainerConfig) -> EpochOrder:
+    """The epoch order over the training env's rows (minus ``eval_rows``)."""
+    rollout = config.rollout
+    count = palaestra.make(rollout.env_id, **rollout.env_kwargs).problem_count
+    if count is None:
+        raise ValueError(
+            f"rollout.order 'epochs' walks a dataset, but {rollout.env_id} generates its "
+            "problems; use order 'seeds'"
+        )
+    held_out = range(*config.eval_rows) if config.eval_rows is not None else range(0)
+    return EpochOrder(count, seed=config.seed, held_out=held_out)
 
 
 def latest_checkpoint(output_dir: str | Path) -> Path | None:

@@ -1,3 +1,5 @@
+import pytest
+
 from palaestra.core.tool_calls import ToolCall, format_tool_call, parse_tool_calls
 
 
@@ -25,3 +27,64 @@ def test_malformed_calls_are_reported_not_raised() -> None:
 def test_no_calls_in_plain_text() -> None:
     parsed = parse_tool_calls("the answer is \\boxed{4}")
     assert parsed.calls == [] and parsed.errors == []
+
+
+PYTHON = {
+    "type": "function",
+    "function": {
+        "name": "python",
+        "description": "Run code.",
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string"}},
+            "required": ["code"],
+        },
+    },
+}
+SEARCH = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "description": "Search.",
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string"}},
+            "required": ["query"],
+        },
+    },
+}
+
+
+def test_tag_format_reads_several_calls_and_reports_unclosed_tags():
+    from palaestra.core.tool_calls import tool_format
+
+    tags = tool_format("tags")
+    parsed = tags.parse(
+        "<search>a b</search> then <python>\nprint(1)\n</python><search>x", [PYTHON, SEARCH]
+    )
+    assert parsed.calls == [
+        ToolCall("search", {"query": "a b"}),
+        ToolCall("python", {"code": "print(1)"}),
+    ]
+    assert parsed.errors == ["<search> is not closed with </search>"]
+    assert tags.parse("<python>1</python>", [SEARCH]).calls == []  # not a tool of this env
+    assert tags.format(ToolCall("search", {"query": "q"}), [SEARCH]) == "<search>q</search>"
+    assert "<search>query</search>" in tags.instructions([SEARCH])
+
+
+def test_fenced_format_runs_python_blocks_only():
+    from palaestra.core.tool_calls import tool_format
+
+    fenced = tool_format("fenced")
+    text = "Compute:\n```python\nprint(2)\n```\nand ```js\nx\n```"
+    assert fenced.parse(text, [PYTHON]).calls == [ToolCall("python", {"code": "print(2)\n"})]
+    assert fenced.parse(text, [SEARCH]).calls == []
+
+
+def test_formats_are_a_registry_with_clear_errors():
+    from palaestra.core.tool_calls import HermesFormat, register_tool_format, tool_format
+
+    with pytest.raises(ValueError, match="unknown tool-call format 'xml'; choose one of"):
+        tool_format("xml")
+    with pytest.raises(ValueError, match="already registered"):
+        register_tool_format(HermesFormat())

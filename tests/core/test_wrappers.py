@@ -69,3 +69,57 @@ def test_reward_noise_flips_at_the_given_rate_and_is_seeded():
 def test_reward_noise_validates_arguments():
     with pytest.raises(ValueError, match="flip_prob"):
         RewardNoise(palaestra.make("game:Wordle-v0"), flip_prob=1.5)
+
+
+def test_wrappers_are_envs_that_forward_what_describes_the_env():
+    inner = palaestra.make("game:Wordle-v0")
+    env = TurnLimit(inner, 2)
+    assert isinstance(env, palaestra.Env) and env.unwrapped is inner
+    assert (env.system_prompt, env.tools, env.reward_range) == (
+        inner.system_prompt,
+        inner.tools,
+        inner.reward_range,
+    )
+    assert env.max_turns == 2 and TurnLimit(inner, 99).max_turns == inner.max_turns
+    env.reset(seed=0)
+    assert env.oracle()("") == inner.oracle()("")
+    assert env.answer_pool == "common"  # other attributes pass through
+    with pytest.raises(TypeError, match="wraps palaestra envs"):
+        TurnLimit(object(), 2)
+
+
+def test_async_twins_go_through_the_hooks():
+    import asyncio
+
+    env = TurnLimit(palaestra.make("game:GuessTheNumber-Hard-v0"), max_turns=2)
+
+    async def play():
+        await env.areset(seed=0)
+        await env.astep("garbage")
+        return await env.astep("garbage")
+
+    *_, truncated, info = asyncio.run(play())
+    assert truncated and info["truncation_reason"] == "turn_limit"
+
+
+def test_registered_wrapper_stacks_are_built_by_make_and_shown_by_spec():
+    from palaestra.core import WrapperSpec, deregister
+
+    palaestra.register(
+        "test:ShortWordle-v0",
+        "palaestra.envs.games.wordle:Wordle",
+        wrappers=[
+            WrapperSpec("palaestra.core.wrappers:TurnLimit", {"max_turns": 2}),
+            WrapperSpec("palaestra.core.wrappers:HistoryObservation"),
+        ],
+    )
+    try:
+        env = palaestra.make("test:ShortWordle-v0")
+        assert isinstance(env, HistoryObservation) and isinstance(env.env, TurnLimit)
+        assert env.max_turns == 2
+        assert palaestra.spec("test:ShortWordle-v0").wrapper_stack == (
+            "HistoryObservation() <- TurnLimit(max_turns=2)"
+        )
+        assert env.spec.kwargs["id"] == "test:ShortWordle-v0"
+    finally:
+        deregister("test:ShortWordle-v0")

@@ -48,6 +48,7 @@ def test_oracle_computes_with_the_tool_then_answers(env_id):
 
 def test_the_dataset_variant_answers_through_the_wrapped_oracle():
     env = palaestra.make("math:Dataset-Python-v0")
+    assert env.problem_count == palaestra.make("math:Dataset-v0").problem_count == 16
     observation, _ = env.reset(seed=0)
     assert env.step(env.oracle()(observation))[1] == 1.0
 

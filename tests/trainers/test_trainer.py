@@ -166,3 +166,32 @@ def test_tensorboard_without_the_package_names_the_fix(tmp_path: Path, monkeypat
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # as if not installed
     with pytest.raises(ImportError, match="pip install tensorboard"):
         MetricsLogger(tmp_path, LogConfig(tensorboard=True))
+
+
+def test_epochs_walk_every_training_row_once_and_resume_exactly(tmp_path, tokenizer):
+    config = _config(
+        tmp_path,
+        rollout={"env_id": "math:Dataset-v0", "order": "epochs", "groups_per_step": 4},
+        eval_rows=(0, 4),
+    )
+    trainer = _trainer(config, tokenizer)
+    first_seed = config.rollout.first_seed
+
+    def rows(step: int) -> list[int]:
+        tasks = trainer.tasks(first_seed + step * config.rollout.groups_per_step)
+        return [t.options["index"] for t in tasks[:: config.rollout.group_size]]
+
+    epoch = [row for step in range(3) for row in rows(step)]  # 12 training rows: one epoch
+    assert sorted(epoch) == list(range(4, 16))  # every row once, eval rows 0..3 held out
+    assert [row for step in range(3, 6) for row in rows(step)] != epoch  # reshuffled
+    again = _trainer(config, tokenizer)  # a resumed run computes the same order
+    assert again.tasks(first_seed + 4) == trainer.tasks(first_seed + 4)
+    eval_tasks = {t.options["index"] for t in trainer.eval_tasks()}
+    assert eval_tasks == {0, 1, 2, 3}
+
+
+def test_epoch_order_needs_a_dataset_and_eval_rows_need_epochs(tmp_path, tokenizer):
+    with pytest.raises(ValueError, match="generates its problems"):
+        _trainer(_config(tmp_path, rollout={"order": "epochs"}), tokenizer)
+    with pytest.raises(ValidationError, match="rollout.order: epochs"):
+        _config(tmp_path, eval_rows=(0, 4))

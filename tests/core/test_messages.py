@@ -1,0 +1,76 @@
+"""Chat messages built in one place, and the OpenAI form both ways."""
+
+from __future__ import annotations
+
+import json
+
+from palaestra.core.messages import action_text, to_openai_messages, turn_messages
+from palaestra.core.tool_calls import ToolCall, format_tool_call
+from palaestra.core.types import Turn
+
+
+def call(name: str, **arguments) -> str:
+    return format_tool_call(ToolCall(name, arguments))
+
+
+def test_one_tool_message_per_call_output():
+    turn = Turn(
+        call("python", code="1") + call("python", code="2"),
+        "1\n\n2",
+        0.0,
+        info={"tool_outputs": ["1", "2"]},
+        observation_role="tool",
+    )
+    assert turn.messages()[1:] == [
+        {"role": "tool", "content": "1"},
+        {"role": "tool", "content": "2"},
+    ]
+    assert turn_messages("done", "", ended=True) == [{"role": "assistant", "content": "done"}]
+
+
+def test_openai_form_pairs_each_result_with_its_call_id():
+    messages = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "Let me see." + call("search", q="café") + call("f")},
+        {"role": "tool", "content": "a"},
+        {"role": "tool", "content": "b"},
+        {"role": "tool", "content": "extra error"},
+    ]
+    converted = to_openai_messages(messages)
+    assistant = converted[1]
+    assert assistant["content"] == "Let me see."
+    ids = [c["id"] for c in assistant["tool_calls"]]
+    assert assistant["tool_calls"][0]["function"] == {
+        "name": "search",
+        "arguments": '{"q": "café"}',
+    }
+    assert converted[2:] == [
+        {"role": "tool", "tool_call_id": ids[0], "content": "a"},
+        {"role": "tool", "tool_call_id": ids[1], "content": "b\n\nextra error"},
+    ]
+
+
+def test_results_of_unparsable_calls_go_out_as_user_messages():
+    messages = [
+        {"role": "assistant", "content": "<tool_call>{oops</tool_call>"},
+        {"role": "tool", "content": "error: tool call is not valid JSON"},
+    ]
+    assert to_openai_messages(messages) == [
+        {"role": "assistant", "content": "<tool_call>{oops</tool_call>"},
+        {"role": "user", "content": "error: tool call is not valid JSON"},
+    ]
+
+
+def test_a_reply_becomes_the_same_bytes_as_the_serializer_writes():
+    reply = {
+        "content": "Searching.",
+        "reasoning_content": "hmm",
+        "tool_calls": [
+            {"id": "x", "function": {"name": "search", "arguments": json.dumps({"q": "café"})}},
+            {"id": "y", "function": {"name": "f", "arguments": "{not json"}},
+        ],
+    }
+    text = action_text(reply)
+    assert text.startswith("<think>hmm</think>Searching.")
+    assert call("search", q="café") in text  # not {"q": "caf\\u00e9"}
+    assert '"arguments": "{not json"' in text  # passed on, so the env can say what is wrong
