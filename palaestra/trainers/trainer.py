@@ -195,7 +195,6 @@ class Trainer:
 
     async def aevaluate(self) -> dict[str, float]:
         """:meth:`evaluate` inside a running event loop."""
-        config = self.config
         tasks = self.eval_tasks()
         episodes = [e for e in await self.eval_runner.collect(tasks) if e.error is None]
         if not episodes:

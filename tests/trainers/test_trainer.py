@@ -193,5 +193,5 @@ def test_epochs_walk_every_training_row_once_and_resume_exactly(tmp_path, tokeni
 def test_epoch_order_needs_a_dataset_and_eval_rows_need_epochs(tmp_path, tokenizer):
     with pytest.raises(ValueError, match="generates its problems"):
         _trainer(_config(tmp_path, rollout={"order": "epochs"}), tokenizer)
-    with pytest.raises(ValidationError, match="rollout.order: epochs"):
+    with pytest.raises(ValidationError, match=r"rollout\.order: epochs"):
         _config(tmp_path, eval_rows=(0, 4))
