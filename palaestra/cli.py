@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -79,6 +80,8 @@ def show(
     )
     if spec.kwargs:
         console.print(f"[bold]kwargs[/bold] {dict(spec.kwargs)}")
+    if spec.wrappers:
+        console.print(f"[bold]wrappers[/bold] {escape(spec.wrapper_stack)}")
     if env.system_prompt:
         console.print(
             Panel(env.system_prompt, title="system prompt", title_align="left", style="dim")

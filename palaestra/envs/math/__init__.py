@@ -21,10 +21,7 @@ PYTHON_TOOL = WrapperSpec(
 """The wrapper of the ``-Python`` variants: the python tool, a REPL per episode."""
 
 _RETRY = {"max_attempts": RETRY_ATTEMPTS}
-_PYTHON = Variant(
-    wrappers=(PYTHON_TOOL,),
-    description="with a python interpreter tool (sandboxed REPL per episode)",
-)
+_PYTHON = Variant(wrappers=(PYTHON_TOOL,))
 
 for _name in ("Arithmetic", "Fractions", "LinearEquation", "WordProblem"):
     register(
