@@ -23,6 +23,9 @@ def format_result(result: ExecResult, max_chars: int) -> str:
     return text
 
 
+NEEDS_CODE = 'error: the python tool needs {"code": "<python source>"}'
+
+
 class PythonTool:
     """``python``: execute Python code and see stdout/stderr (tool-integrated reasoning).
 
@@ -75,33 +78,27 @@ class PythonTool:
             },
         }
 
-    def _code(self, arguments: dict[str, Any]) -> str | None:
-        code = arguments.get("code")
-        return code if isinstance(code, str) else None
-
     def call(self, arguments: dict[str, Any]) -> str:
-        code = self._code(arguments)
-        if code is None:
-            return 'error: the python tool needs {"code": "<python source>"}'
-        if self.stateful:
-            if self._session is None:
-                self._session = self.sandbox.session()
-            result = self._session.run(code, timeout=self.timeout)
-        else:
-            result = self.sandbox.run(code, timeout=self.timeout)
+        code = arguments.get("code")
+        if not isinstance(code, str):
+            return NEEDS_CODE
+        result = self._interpreter().run(code, timeout=self.timeout)
         return format_result(result, self.max_output_chars)
 
     async def acall(self, arguments: dict[str, Any]) -> str:
-        code = self._code(arguments)
-        if code is None:
-            return 'error: the python tool needs {"code": "<python source>"}'
-        if self.stateful:
-            if self._session is None:
-                self._session = self.sandbox.session()
-            result = await self._session.arun(code, timeout=self.timeout)
-        else:
-            result = await self.sandbox.arun(code, timeout=self.timeout)
+        code = arguments.get("code")
+        if not isinstance(code, str):
+            return NEEDS_CODE
+        result = await self._interpreter().arun(code, timeout=self.timeout)
         return format_result(result, self.max_output_chars)
+
+    def _interpreter(self) -> Sandbox | SandboxSession:
+        """The episode's REPL session (``stateful``), else the sandbox (a fresh program)."""
+        if not self.stateful:
+            return self.sandbox
+        if self._session is None:
+            self._session = self.sandbox.session()
+        return self._session
 
     def reset(self) -> None:
         self.close()
