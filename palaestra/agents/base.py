@@ -42,7 +42,8 @@ class Conversation:
     prompt; it is set only when the agent has a ``tokenizer`` (token-in, token-out).
     ``env`` is the live env for privileged baselines (oracle, random); it is None when the env
     runs in another process. ``tools`` are the env's tool schemas and ``tool_format`` the
-    name of the tool-call format it reads (:mod:`palaestra.core.tool_calls`). ``rng`` is seeded from ``seed`` (task seed and sample index),
+    name of the tool-call format it reads (:mod:`palaestra.core.tool_calls`).
+    ``rng`` is seeded from ``seed`` (task seed and sample index),
     for sampling agents; ``state`` is scratch space an agent may use for the rest of the
     episode.
     """
