@@ -47,13 +47,15 @@ class Episode:
     and observations): ``loss_mask`` is 1 on policy tokens only, ``turn_index`` is the turn a
     token belongs to (-1 for the initial prompt), ``logprobs`` is 0.0 where the engine gave none.
     ``error`` is set when the env or agent crashed; such episodes are kept out of training.
-    ``duration_s`` is the wall time from reset to the episode's end.
+    ``duration_s`` is the wall time from reset to the episode's end. ``problem_id`` is the
+    dataset row the env served (its reset ``info["problem_id"]``), if any.
     """
 
     env_id: str
     seed: int | None
     task: str
     system_prompt: str | None = None
+    problem_id: str | None = None
     turns: list[Turn] = field(default_factory=list)
     success: bool | None = None
     metrics: dict[str, float] = field(default_factory=dict)

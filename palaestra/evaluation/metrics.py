@@ -31,7 +31,8 @@ class EnvSummary:
     env_id: str
     episodes: int
     distinct_tasks: int
-    """How many different first observations (problems) the clean episodes saw."""
+    """How many different tasks the clean episodes played: dataset rows (``problem_id``) where
+    the env reports them, else reset seeds."""
     errors: int
     mean_reward: float
     success_rate: float
@@ -73,7 +74,7 @@ def _summarize_env(
     summary = EnvSummary(
         env_id=env_id,
         episodes=len(episodes),
-        distinct_tasks=len({e.task for e in clean}),
+        distinct_tasks=len({e.seed if e.problem_id is None else e.problem_id for e in clean}),
         errors=len(episodes) - len(clean),
         mean_reward=sum(e.total_reward for e in clean) / count,
         success_rate=sum(bool(e.success) for e in clean) / count,

@@ -70,6 +70,7 @@ class EpisodePlayer:
         else:
             observation, info = await env.areset(seed=task.seed, options=task.options)
         episode.task = observation
+        episode.problem_id = info.get("problem_id")
         episode.system_prompt = env.system_prompt
         messages = opening_messages(env.system_prompt, observation)
         turns = episode.turns

@@ -202,8 +202,10 @@ def test_offset_and_limit_take_a_slice_and_generators_refuse_all():
 
 def test_seeds_past_the_dataset_size_wrap_around_the_rows():
     size = palaestra.make("math:Dataset-v0").problem_count
-    (summary,) = evaluate(OracleAgent(), EvalConfig(["math:Dataset-v0"], episodes=size)).summaries
-    assert summary.distinct_tasks == size  # seeds 0..n-1 serve every row once
+    config = EvalConfig(["math:Dataset-v0", "game:Wordle-v0"], episodes=size + 4)
+    dataset, game = evaluate(OracleAgent(), config).summaries
+    assert dataset.distinct_tasks == size  # seeds 0..n-1 serve every row once, then wrap
+    assert game.distinct_tasks == size + 4  # a game's task is its seed
 
 
 @pytest.mark.slow
