@@ -16,23 +16,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from palaestra.core.tool_calls import (
-    CLOSE_TAG,
-    OPEN_TAG,
     ToolCall,
     dump_arguments,
     format_tool_call,
     parse_tool_calls,
+    strip_tool_calls,
 )
 
 Message = dict[str, Any]
 """A chat message: ``{"role": ..., "content": ...}`` (OpenAI form may add tool-call fields)."""
-
-_HERMES_BLOCK = re.compile(re.escape(OPEN_TAG) + r".*?" + re.escape(CLOSE_TAG), re.DOTALL)
 
 
 def opening_messages(system_prompt: str | None, task: str) -> list[Message]:
@@ -111,7 +107,7 @@ def _openai_assistant(message: Message, position: int) -> Message:
     calls = parse_tool_calls(text).calls
     if not calls:
         return {"role": "assistant", "content": text}
-    content = _HERMES_BLOCK.sub("", text).strip()
+    content = strip_tool_calls(text)
     return {
         "role": "assistant",
         "content": content or None,

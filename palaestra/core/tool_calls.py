@@ -266,6 +266,11 @@ def parse_tool_calls(text: str) -> ParsedToolCalls:
     return _formats[DEFAULT_FORMAT].parse(text, ())
 
 
+def strip_tool_calls(text: str) -> str:
+    """``text`` without its default-format call blocks (the prose around them)."""
+    return _HERMES_BLOCK.sub("", text).strip()
+
+
 def format_tool_call(call: ToolCall) -> str:
     """The default-format text of ``call`` (what a model writes; inverse of :func:`parse_tool_calls`)."""
     return _formats[DEFAULT_FORMAT].format(call, ())

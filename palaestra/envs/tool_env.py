@@ -136,7 +136,7 @@ class ToolEnv(Wrapper):
         return self.format.parse(action, self.own_tools)
 
     def _plan(self, calls: list[ToolCall]) -> list[tuple[ToolCall, bool, str]]:
-        """Each call with whether it runs, or the error it gets instead."""
+        """Count this tool step; each call with whether it runs, or the error it gets instead."""
         self.tool_turns += 1
         planned = []
         for index, call in enumerate(calls):

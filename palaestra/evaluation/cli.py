@@ -20,8 +20,6 @@ from palaestra.evaluation.run import (
     EvalConfig,
     EvalResult,
     aevaluate,
-    eval_tasks,
-    resolve_env_ids,
     write_outputs,
 )
 
@@ -112,8 +110,7 @@ async def _run(agent, config: EvalConfig, console: Console, quiet: bool) -> Eval
     )
     state = {"done": 0, "errors": 0}
     with progress:
-        total = len(eval_tasks(resolve_env_ids(config.env_patterns), config))
-        bar = progress.add_task("eval", total=total, rate="", errors=0)
+        bar = progress.add_task("eval", total=None, rate="", errors=0)
 
         def on_episode(episode: Episode) -> None:
             state["done"] += 1
@@ -124,7 +121,12 @@ async def _run(agent, config: EvalConfig, console: Console, quiet: bool) -> Eval
             )
 
         try:
-            return await aevaluate(agent, config, on_episode=on_episode)
+            return await aevaluate(
+                agent,
+                config,
+                on_episode=on_episode,
+                on_start=lambda total: progress.update(bar, total=total),
+            )
         finally:
             await close_agent(agent)
 

@@ -101,10 +101,14 @@ async def aevaluate(
     config: EvalConfig,
     *,
     on_episode: Callable[[Episode], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> EvalResult:
-    """Run the evaluation; ``on_episode`` sees each episode as it finishes (progress bars)."""
+    """Run the evaluation; ``on_start`` learns the number of episodes and ``on_episode`` sees
+    each episode as it finishes (progress bars)."""
     env_ids = resolve_env_ids(config.env_patterns)
     tasks = eval_tasks(env_ids, config)
+    if on_start is not None:
+        on_start(len(tasks))
     runner = Runner(
         agent,
         concurrency=config.concurrency,

@@ -104,7 +104,7 @@ def read_problems(data: str | Path | Sequence[Record], to_problem: ToProblem) ->
     return problems
 
 
-def field(row: Record, name: str, option: str) -> Any:
+def require_field(row: Record, name: str, option: str) -> Any:
     """``row[name]``, or an error that lists the row's fields and names the option to set."""
     if name not in row:
         raise ValueError(f"no field {name!r} (fields: {', '.join(sorted(row))}); set {option}=")

@@ -14,7 +14,7 @@ from typing import Any
 
 from palaestra.envs.math._base import MathEnv
 from palaestra.tasks import Problem, row_for_reset
-from palaestra.tasks.files import LazyProblems, Record, field, read_problems
+from palaestra.tasks.files import LazyProblems, Record, read_problems, require_field
 
 
 class MathDataset(MathEnv):
@@ -49,9 +49,9 @@ class MathDataset(MathEnv):
         self.source = LazyProblems(lambda: read_problems(data, self._row_to_problem))
 
     def _row_to_problem(self, row: Record, index: int) -> Problem:
-        question = field(row, self.question_field, "question_field")
-        answer = field(row, self.answer_field, "answer_field")
-        problem_id = field(row, self.id_field, "id_field") if self.id_field else index
+        question = require_field(row, self.question_field, "question_field")
+        answer = require_field(row, self.answer_field, "answer_field")
+        problem_id = require_field(row, self.id_field, "id_field") if self.id_field else index
         return Problem(
             self.prompt_template.format(question=question),
             str(answer),
