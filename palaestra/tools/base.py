@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
+
+from palaestra.tools.function import FunctionTool
 
 
 @runtime_checkable
@@ -35,8 +37,9 @@ class Tool(Protocol):
 _tools: dict[str, str] = {"python": "palaestra.tools.python:PythonTool"}
 _lock = threading.Lock()
 
-ToolLike = Tool | str | Mapping[str, Any]
-"""A tool, a registered tool name, or ``{"name": <registered name>, **kwargs}``."""
+ToolLike = Tool | str | Mapping[str, Any] | Callable[..., Any]
+"""A tool, a registered tool name, ``{"name": <registered name>, **kwargs}``, or a plain
+function (wrapped in a :class:`~palaestra.tools.function.FunctionTool`)."""
 
 
 def register_tool(name: str, entry_point: str) -> None:
@@ -48,8 +51,9 @@ def register_tool(name: str, entry_point: str) -> None:
 
 
 def make_tool(spec: ToolLike, **kwargs: Any) -> Tool:
-    """A tool from a registered name (``"python"``), a ``{"name": ..., **kwargs}`` mapping, or
-    a tool object (returned as it is). Names keep registered wrapper stacks plain data."""
+    """A tool from a registered name (``"python"``), a ``{"name": ..., **kwargs}`` mapping, a
+    tool object (returned as it is) or a plain function (its type hints and docstring make
+    the schema). Names keep registered wrapper stacks plain data."""
     if isinstance(spec, Mapping):
         options = dict(spec)
         name = options.pop("name", None)
@@ -57,6 +61,8 @@ def make_tool(spec: ToolLike, **kwargs: Any) -> Tool:
             raise ValueError(f'a tool given as a mapping needs a "name", got {spec!r}')
         return make_tool(name, **options, **kwargs)
     if not isinstance(spec, str):
+        if not isinstance(spec, Tool) and callable(spec):
+            return FunctionTool(spec, **kwargs)
         if not isinstance(spec, Tool):
             raise TypeError(f"{type(spec).__name__} is not a tool (see palaestra.tools.Tool)")
         return spec

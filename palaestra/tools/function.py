@@ -1,0 +1,235 @@
+"""Tools from plain Python functions: type hints and docstring make the schema.
+
+>>> @function_tool
+... def add(a: int, b: int = 0) -> int:
+...     '''Add two integers.
+...
+...     Args:
+...         a: the first term
+...         b: the second term
+...     '''
+...     return a + b
+>>> add.call({"a": 2, "b": "x"})
+"error: add: argument 'b': Input should be a valid integer, unable to parse string as an integer"
+>>> add.call({"a": 2, "b": 3})
+'5'
+
+The arguments model is built with pydantic, so the JSON schema the model sees and the
+validation its arguments go through are the same object. A call never raises: invalid
+arguments, a :class:`ToolError` the function raises to refuse (a policy the tool enforces),
+or any other exception become an ``error: ...`` observation. Non-string results are sent as
+JSON. Works for functions, bound methods (tools over an env's state) and ``async def``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, get_type_hints, overload
+
+import pydantic
+
+MAX_OUTPUT_CHARS = 8000
+
+
+def run_coroutine(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coroutine`` to completion from sync code, also when a loop runs in this thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+class ToolError(Exception):
+    """Raised by a tool function to refuse a call; its message is what the agent sees."""
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """The summary (text before the first section) and per-argument descriptions of a
+    Google-style docstring (``Args:`` / ``Arguments:`` / ``Parameters:`` sections)."""
+    text = inspect.cleandoc(doc or "")
+    summary_lines: list[str] = []
+    arguments: dict[str, str] = {}
+    section = None
+    current = None
+    for line in text.splitlines():
+        header = re.fullmatch(r"(\w+):\s*", line)
+        if header and not line.startswith(" "):
+            section = header.group(1).lower()
+            current = None
+            continue
+        if section is None:
+            summary_lines.append(line)
+        elif section in {"args", "arguments", "parameters"}:
+            entry = re.match(r"\s{1,8}(\*{0,2}\w+)(?:\s*\([^)]*\))?:\s*(.*)", line)
+            if entry and len(line) - len(line.lstrip()) <= 8 and entry.group(1) not in arguments:
+                current = entry.group(1).lstrip("*")
+                arguments[current] = entry.group(2).strip()
+            elif current and line.strip():
+                arguments[current] = f"{arguments[current]} {line.strip()}".strip()
+    return " ".join(part for part in (s.strip() for s in summary_lines) if part), arguments
+
+
+def arguments_model(fn: Callable[..., Any], name: str) -> type[pydantic.BaseModel]:
+    """A pydantic model of ``fn``'s keyword-callable parameters (extra arguments refused)."""
+    _, descriptions = parse_docstring(fn.__doc__)
+    hints = get_type_hints(fn)
+    fields: dict[str, Any] = {}
+    for parameter in inspect.signature(fn).parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(f"tool {name!r}: *args/**kwargs cannot be described by a schema")
+        if parameter.kind is parameter.POSITIONAL_ONLY:
+            raise TypeError(f"tool {name!r}: positional-only parameters cannot be named in JSON")
+        annotation = hints.get(parameter.name, Any)
+        default = ... if parameter.default is parameter.empty else parameter.default
+        fields[parameter.name] = (
+            annotation,
+            pydantic.Field(default, description=descriptions.get(parameter.name)),
+        )
+    config = pydantic.ConfigDict(extra="forbid", title=name)
+    return pydantic.create_model(f"{name}_arguments", __config__=config, **fields)
+
+
+def describe_validation_error(name: str, error: pydantic.ValidationError) -> str:
+    """One line per problem, naming the argument: what the agent needs to fix its call."""
+    problems = []
+    for item in error.errors(include_url=False):
+        location = ".".join(str(part) for part in item["loc"])
+        if item["type"] == "extra_forbidden":
+            problems.append(f"unexpected argument {location!r}")
+        elif item["type"] == "missing":
+            problems.append(f"missing argument {location!r}")
+        else:
+            problems.append(f"argument {location!r}: {item['msg']}")
+    return f"error: {name}: " + "; ".join(problems)
+
+
+class FunctionTool:
+    """A :class:`~palaestra.tools.Tool` that calls ``fn`` with validated JSON arguments.
+
+    ``name`` defaults to the function's name, ``description`` to its docstring's summary.
+    Stateless by itself: state lives in what ``fn`` is bound to (an env's database), so
+    ``reset`` and ``close`` do nothing.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        max_output_chars: int = MAX_OUTPUT_CHARS,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}", self.name):
+            raise ValueError(f"tool name {self.name!r} must be an identifier of at most 64 chars")
+        summary, _ = parse_docstring(fn.__doc__)
+        self.description = description if description is not None else summary
+        self.max_output_chars = max_output_chars
+        self.arguments = arguments_model(fn, self.name)
+        self._is_async = inspect.iscoroutinefunction(fn)
+
+    def __repr__(self) -> str:
+        return f"FunctionTool({self.name!r})"
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        parameters = self.arguments.model_json_schema()
+        parameters.pop("title", None)
+        for prop in parameters.get("properties", {}).values():
+            prop.pop("title", None)
+        parameters.setdefault("required", [])
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": parameters,
+            },
+        }
+
+    def _validate(self, arguments: Any) -> dict[str, Any] | str:
+        """The keyword arguments for ``fn``, or the error text the agent sees."""
+        if not isinstance(arguments, dict):
+            return f"error: {self.name}: arguments must be a JSON object, got {type(arguments).__name__}"
+        try:
+            model = self.arguments.model_validate(arguments)
+        except pydantic.ValidationError as error:
+            return describe_validation_error(self.name, error)
+        return {field: getattr(model, field) for field in type(model).model_fields}
+
+    def _render(self, result: Any) -> str:
+        if isinstance(result, str):
+            text = result
+        elif isinstance(result, pydantic.BaseModel):
+            text = result.model_dump_json()
+        else:
+            text = json.dumps(result, ensure_ascii=False, default=str)
+        if len(text) > self.max_output_chars:
+            text = text[: self.max_output_chars] + "\n(output truncated)"
+        return text
+
+    def _failure(self, error: Exception) -> str:
+        if isinstance(error, ToolError):
+            return f"error: {self.name}: {error}"
+        return f"error: {self.name} failed: {type(error).__name__}: {error}"
+
+    def call(self, arguments: dict[str, Any]) -> str:
+        kwargs = self._validate(arguments)
+        if isinstance(kwargs, str):
+            return kwargs
+        try:
+            result = self.fn(**kwargs)
+            if self._is_async:
+                result = run_coroutine(result)
+        except Exception as error:
+            return self._failure(error)
+        return self._render(result)
+
+    async def acall(self, arguments: dict[str, Any]) -> str:
+        kwargs = self._validate(arguments)
+        if isinstance(kwargs, str):
+            return kwargs
+        try:
+            result = self.fn(**kwargs)
+            if isinstance(result, Awaitable):
+                result = await result
+        except Exception as error:
+            return self._failure(error)
+        return self._render(result)
+
+    def reset(self) -> None:
+        """Nothing to drop: the function's state belongs to whatever it is bound to."""
+
+    def close(self) -> None:
+        """Nothing to free."""
+
+
+@overload
+def function_tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def function_tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def function_tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Make a :class:`FunctionTool`: ``@function_tool`` or ``@function_tool(name="...")``."""
+    if fn is not None:
+        return FunctionTool(fn, name=name, description=description)
+    return lambda f: FunctionTool(f, name=name, description=description)
