@@ -8,7 +8,6 @@ from typing import Literal
 import pytest
 
 import palaestra
-
 from palaestra.core.tool_calls import ToolCall, tool_format
 from palaestra.envs.tool_env import MAX_CALLS_PER_ACTION, ToolEnv
 from palaestra.tools import FunctionTool, ToolError, function_tool, make_tool
@@ -149,7 +148,7 @@ def test_tool_env_runs_function_tools_and_survives_hostile_calls():
     env.reset(seed=0)
     hermes = tool_format("hermes")
     good = hermes.format(ToolCall("multiply", {"a": 6, "b": 7}), env.tools)
-    obs, reward, terminated, truncated, info = env.step(good)
+    obs, _, terminated, truncated, info = env.step(good)
     assert obs == "42" and info["role"] == "tool" and not (terminated or truncated)
 
     hostile = [
