@@ -42,11 +42,45 @@ def test_guess_accepts_bare_numbers_and_signs():
     assert env.step("-5")[1] == 1.0
 
 
+@pytest.mark.parametrize("policy", ["binary", "linear"])
+def test_guess_shaping_sums_to_its_weight_over_any_win(policy):
+    env = GuessTheNumber(min_number=1, max_number=50, max_turns=60, shaping=0.5)
+    assert env.reward_range == (0.0, 1.5)
+    for seed in range(20):
+        env.reset(seed=seed)
+        rewards, guess, done = [], 0, False
+        while not done:
+            if policy == "binary":
+                guess = (env._low + env._high) // 2
+            else:  # one number at a time: many turns, the same total
+                guess += 1
+            _, reward, done, _, info = env.step(f"\\boxed{{{guess}}}")
+            assert env.reward_range[0] <= reward <= env.reward_range[1]
+            rewards.append(reward)
+        assert info["success"] is True
+        assert sum(rewards) == pytest.approx(1.5)
+
+
+def test_guess_shaping_pays_nothing_for_guesses_that_gain_nothing():
+    env = GuessTheNumber(min_number=1, max_number=50, max_turns=10, shaping=1.0)
+    env.reset(seed=3)
+    secret = env._secret
+    below = max(1, secret - 1) if secret > 1 else None
+    for action in ["\\boxed{0}", "\\boxed{51}", "no number", "\\boxed{1e9}"]:
+        assert env.step(action)[1] == 0.0
+    if below is not None and below != secret:
+        first = env.step(f"\\boxed{{{below}}}")[1]
+        assert first > 0.0
+        assert env.step(f"\\boxed{{{below}}}")[1] == 0.0  # the same guess again: no new information
+
+
 def test_guess_rejects_bad_configuration():
     with pytest.raises(ValueError, match="unknown difficulty 'extreme'"):
         GuessTheNumber("extreme")
     with pytest.raises(ValueError, match="min_number"):
         GuessTheNumber(min_number=10, max_number=1)
+    with pytest.raises(ValueError, match="shaping"):
+        GuessTheNumber(shaping=-1.0)
 
 
 # --- wordle ------------------------------------------------------------------------------------

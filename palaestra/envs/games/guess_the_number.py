@@ -30,6 +30,12 @@ class GuessTheNumber(TurnBasedEnv):
     or out-of-range guesses, which count as turns). The episode ends on the correct guess or
     after ``max_turns`` guesses. Binary search always wins, in at most
     ``ceil(log2(max - min + 2))`` guesses.
+
+    ``shaping > 0`` adds a dense per-turn reward: ``shaping`` times the information the guess
+    gained, ``log(open range before / open range after) / log(whole range)`` (the hit leaves
+    one number open). It is potential-based (the potential is the log of the open range), so
+    it sums to ``shaping`` over any winning episode, however many guesses it took, and never
+    changes which policy is best; a guess outside the open range gains nothing.
     """
 
     threaded_step = False
@@ -43,9 +49,14 @@ class GuessTheNumber(TurnBasedEnv):
         min_number: int | None = None,
         max_number: int | None = None,
         max_turns: int | None = None,
+        shaping: float = 0.0,
         render_mode: str | None = None,
     ):
         super().__init__(render_mode=render_mode)
+        if shaping < 0:
+            raise ValueError(f"shaping must be >= 0, got {shaping}")
+        self.shaping = shaping
+        self.reward_range = (0.0, 1.0 + shaping)
         preset = difficulty_preset(PRESETS, difficulty)
         self.min_number = preset["min_number"] if min_number is None else min_number
         self.max_number = preset["max_number"] if max_number is None else max_number
@@ -81,6 +92,7 @@ class GuessTheNumber(TurnBasedEnv):
 
     def play(self, action: str) -> StepResult:
         turns_left = self.turns_left()
+        gain = 0.0
         guess = _parse_int(parse_move(action))
         if guess is None:
             feedback = "I could not read a guess. Give one integer inside \\boxed{}, for example \\boxed{7}."
@@ -88,23 +100,35 @@ class GuessTheNumber(TurnBasedEnv):
             feedback = f"{guess} is out of range: my number is between {self.min_number} and {self.max_number}."
         elif guess == self._secret:
             self._guesses.append(guess)
+            gain = self._narrow_to(guess, guess)
             return self.finish(
-                f"Correct! My number was {guess}. You found it in {self.turn} guesses.", 1.0, True
+                f"Correct! My number was {guess}. You found it in {self.turn} guesses.",
+                1.0 + gain,
+                True,
             )
         else:
             self._guesses.append(guess)
             if guess < self._secret:
-                self._low = max(self._low, guess + 1)
+                gain = self._narrow_to(max(self._low, guess + 1), self._high)
                 feedback = f"{guess} is too low: my number is higher."
             else:
-                self._high = min(self._high, guess - 1)
+                gain = self._narrow_to(self._low, min(self._high, guess - 1))
                 feedback = f"{guess} is too high: my number is lower."
         if turns_left == 0:
             return self.finish(
-                f"{feedback} No guesses left; my number was {self._secret}.", 0.0, False
+                f"{feedback} No guesses left; my number was {self._secret}.", gain, False
             )
         plural = "guess" if turns_left == 1 else "guesses"
-        return self.proceed(f"{feedback} You have {turns_left} {plural} left.")
+        return self.proceed(f"{feedback} You have {turns_left} {plural} left.", gain)
+
+    def _narrow_to(self, low: int, high: int) -> float:
+        """Set the open range; the shaping reward for the information that gained."""
+        before = self._high - self._low + 1
+        self._low, self._high = low, high
+        whole = self.max_number - self.min_number + 1
+        if not self.shaping or whole == 1:
+            return 0.0
+        return self.shaping * math.log(before / (high - low + 1)) / math.log(whole)
 
     def oracle(self) -> Policy:
         """Binary search over the interval the feedback so far leaves open."""
