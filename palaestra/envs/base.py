@@ -84,8 +84,8 @@ class TurnBasedEnv(Env):
 
 @dataclass(frozen=True)
 class Grade:
-    """How good one answer is: ``score`` in [0, 1], whether it ``solved`` the problem,
-    ``feedback`` for the agent, and metrics to log."""
+    """How good one answer is: ``score`` (in [0, 1], or the env's ``reward_range``), whether
+    it ``solved`` the problem, ``feedback`` for the agent, and metrics to log."""
 
     score: float
     solved: bool
@@ -150,7 +150,8 @@ class AnswerEnv(TurnBasedEnv):
     def play(self, action: str) -> StepResult:
         problem = self.problem
         grade = self.grade(action, problem)
-        score = min(1.0, max(0.0, float(grade.score)))
+        low, high = self.reward_range
+        score = min(high, max(low, float(grade.score)))
         self._last_score = score
         left = self.max_attempts - self.turn
         metrics = {"attempts": float(self.turn), "score": score, **grade.metrics}

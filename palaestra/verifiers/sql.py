@@ -1,0 +1,247 @@
+"""Execution-based SQL grading: run both queries on the database, compare the results.
+
+>>> execution_match("SELECT name FROM t ORDER BY id", "SELECT name FROM t", db)  # doctest: +SKIP
+1.0
+
+Rules of :func:`execution_match` (the predicted query matches the gold one when):
+
+* **rows** are compared as multisets (duplicates count, order ignored) unless the gold
+  query's outermost statement has an ``ORDER BY``: then the order must match too;
+* **columns** are compared by position; when that fails and both results have the same
+  number of columns (at most :data:`MAX_PERMUTED_COLUMNS`), any order of the predicted
+  columns is accepted (``SELECT b, a`` answers ``SELECT a, b``). Column names never matter;
+* **values**: NULL equals NULL; numbers compare by value across int and float
+  (``3 == 3.0``) with relative tolerance ``float_tolerance``; text and blobs exactly;
+* **limits**: each query runs on a read-only connection (:func:`connect_readonly`) under a
+  ``timeout`` and a ``max_rows`` cap; a predicted query that fails, times out or exceeds
+  the cap scores 0. A gold query that fails raises :class:`SQLError` (a broken task is not
+  a wrong answer).
+
+Queries in another dialect are transpiled to SQLite with ``sqlglot`` (``dialect="mysql"``,
+``"postgres"``...), which also gives syntax errors a readable message.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_MAX_ROWS = 10_000
+MAX_PERMUTED_COLUMNS = 6
+MAX_SQL_CHARS = 20_000
+PROGRESS_OPCODES = 1_000
+"""The progress handler runs every this many virtual-machine instructions."""
+
+_ALLOWED_PRAGMAS = frozenset(
+    {"table_info", "table_xinfo", "foreign_key_list", "index_list", "index_info"}
+)
+_DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit"})
+
+
+class SQLError(Exception):
+    """A query that could not run: the message says why, in words an agent can act on."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """Rows of a query (at most the row cap), its column names, and whether rows were cut."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    truncated: bool = False
+
+
+@dataclass(slots=True)
+class _Deadline:
+    at: float = field(default=0.0)
+
+    def expired(self) -> int:
+        return 1 if time.perf_counter() > self.at else 0
+
+
+def _authorize(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
+    """Allow reading only: SELECT, reads of columns, functions (not extension loading),
+    recursive CTEs and a few schema pragmas; everything else is denied."""
+    if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE):
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_FUNCTION:
+        return (
+            sqlite3.SQLITE_DENY if (arg2 or "").lower() in _DENIED_FUNCTIONS else sqlite3.SQLITE_OK
+        )
+    if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _ALLOWED_PRAGMAS:
+        return sqlite3.SQLITE_OK  # schema lookups only: table_info(t) and the like
+    return sqlite3.SQLITE_DENY
+
+
+def connect_readonly(db_path: str | Path) -> sqlite3.Connection:
+    """A connection that can only read ``db_path``: opened ``mode=ro`` (the file cannot be
+    written whatever the query), with an authorizer that refuses writes, ``ATTACH``, schema
+    changes, extension loading and pragmas other than schema lookups."""
+    path = Path(db_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no SQLite database at {path}")
+    connection = sqlite3.connect(
+        f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
+    )
+    connection.set_authorizer(_authorize)
+    return connection
+
+
+def to_sqlite(sql: str, dialect: str | None = None) -> str:
+    """``sql`` checked (and transpiled from ``dialect``) with sqlglot; raises :class:`SQLError`
+    with a readable message for a syntax error or for more than one statement."""
+    import sqlglot
+    from sqlglot.errors import ParseError
+
+    if len(sql) > MAX_SQL_CHARS:
+        raise SQLError(f"the query is {len(sql)} characters long; the limit is {MAX_SQL_CHARS}")
+    if not sql.strip():
+        raise SQLError("the query is empty")
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=dialect or "sqlite") if s is not None]
+    except ParseError as error:
+        details = error.errors[0] if error.errors else {}
+        where = (
+            f" near {details['highlight']!r} (line {details['line']}, column {details['col']})"
+            if details.get("highlight")
+            else ""
+        )
+        raise SQLError(f"syntax error{where}: {details.get('description') or error}") from None
+    if len(statements) != 1:
+        raise SQLError(f"give exactly one SQL statement, got {len(statements)}")
+    if dialect in (None, "sqlite"):
+        return sql.strip().rstrip(";")
+    return statements[0].sql(dialect="sqlite")
+
+
+def run_query(
+    connection: sqlite3.Connection,
+    sql: str,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_rows: int = DEFAULT_MAX_ROWS,
+) -> QueryResult:
+    """Run one read-only query with a time limit (a progress handler interrupts it) and at
+    most ``max_rows`` rows fetched; raises :class:`SQLError` with the reason otherwise."""
+    deadline = _Deadline(time.perf_counter() + timeout)
+    connection.set_progress_handler(deadline.expired, PROGRESS_OPCODES)
+    try:
+        cursor = connection.execute(sql)
+        rows = cursor.fetchmany(max_rows + 1)
+    except sqlite3.OperationalError as error:
+        if str(error) == "interrupted":
+            raise SQLError(f"the query ran past the time limit of {timeout:g} s") from None
+        if "not authorized" in str(error):
+            raise SQLError(
+                "not allowed: the database is read-only (SELECT queries only; no writes, "
+                "ATTACH, PRAGMA changes or extensions)"
+            ) from None
+        raise SQLError(f"error: {error}") from None
+    except (sqlite3.Error, OverflowError, MemoryError, ValueError) as error:
+        raise SQLError(f"error: {error}") from None
+    finally:
+        connection.set_progress_handler(None, 0)
+    columns = [d[0] for d in cursor.description or ()]
+    return QueryResult(columns, rows[:max_rows], truncated=len(rows) > max_rows)
+
+
+def orders_rows(sql: str) -> bool:
+    """Whether the outermost statement of ``sql`` has an ORDER BY (its row order is part of
+    the answer)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except sqlglot.errors.ParseError:
+        return False
+    while isinstance(tree, exp.Subquery):
+        tree = tree.this
+    return tree.args.get("order") is not None
+
+
+def _key(value: Any, digits: int) -> Any:
+    """A hashable form of a cell under the tolerance: numbers by rounded value, else as is."""
+    if isinstance(value, bool):
+        value = int(value)
+    if isinstance(value, int | float):
+        number = float(value)
+        if math.isnan(number) or math.isinf(number):
+            return ("num", str(number))
+        return ("num", float(f"{number:.{digits}g}"))
+    return (type(value).__name__, value)
+
+
+def _tolerance_digits(tolerance: float) -> int:
+    return max(1, min(15, round(-math.log10(tolerance)))) if tolerance > 0 else 15
+
+
+def results_match(
+    predicted: Sequence[tuple[Any, ...]],
+    gold: Sequence[tuple[Any, ...]],
+    *,
+    ordered: bool = False,
+    float_tolerance: float = 1e-6,
+) -> bool:
+    """Whether two results are equal under the rules in the module docstring."""
+    if len(predicted) != len(gold):
+        return False
+    if not gold:
+        return True
+    width = len(gold[0])
+    if any(len(row) != width for row in predicted):
+        return False
+    digits = _tolerance_digits(float_tolerance)
+    gold_keys = [tuple(_key(v, digits) for v in row) for row in gold]
+    orders = [tuple(range(width))]
+    if width <= MAX_PERMUTED_COLUMNS:
+        orders += [p for p in itertools.permutations(range(width)) if p != orders[0]]
+    gold_target = gold_keys if ordered else Counter(gold_keys)
+    for order in orders:
+        keys = [tuple(_key(row[i], digits) for i in order) for row in predicted]
+        if (keys if ordered else Counter(keys)) == gold_target:
+            return True
+    return False
+
+
+def execution_match(
+    predicted_sql: str,
+    gold_sql: str,
+    db_path: str | Path,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    float_tolerance: float = 1e-6,
+    dialect: str | None = None,
+) -> float:
+    """1.0 when ``predicted_sql`` returns the same result as ``gold_sql`` on ``db_path``
+    (rules in the module docstring), else 0.0. Never raises for a bad predicted query."""
+    try:
+        predicted = to_sqlite(predicted_sql, dialect)
+    except SQLError:
+        return 0.0
+    connection = connect_readonly(db_path)
+    try:
+        gold = run_query(connection, gold_sql, timeout=timeout, max_rows=max_rows)
+        if gold.truncated:
+            raise SQLError(f"the gold query returns more than max_rows={max_rows} rows")
+        try:
+            result = run_query(connection, predicted, timeout=timeout, max_rows=max_rows)
+        except SQLError:
+            return 0.0
+    finally:
+        connection.close()
+    if result.truncated:
+        return 0.0
+    ordered = orders_rows(gold_sql)
+    return float(
+        results_match(result.rows, gold.rows, ordered=ordered, float_tolerance=float_tolerance)
+    )
