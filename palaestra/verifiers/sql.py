@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import sqlite3
 import time
 from collections import Counter
@@ -37,13 +38,31 @@ DEFAULT_TIMEOUT = 5.0
 DEFAULT_MAX_ROWS = 10_000
 MAX_PERMUTED_COLUMNS = 6
 MAX_SQL_CHARS = 20_000
+MAX_VALUE_BYTES = 100_000
+"""The largest string or blob a query may build."""
 PROGRESS_OPCODES = 1_000
 """The progress handler runs every this many virtual-machine instructions."""
 
 _ALLOWED_PRAGMAS = frozenset(
     {"table_info", "table_xinfo", "foreign_key_list", "index_list", "index_info"}
 )
-_DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit"})
+_DENIED_FUNCTIONS = frozenset(
+    {"load_extension", "readfile", "writefile", "edit", "printf", "format"}
+)
+"""Extension loading, the shell's file functions, and printf/format: a single printf call
+loops over its width (``printf('%.*c', 2147483647, 'x')`` runs for seconds) where neither
+the progress handler nor an interrupt can stop it."""
+
+
+_READ_STATEMENT = re.compile(
+    r"(?is)^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*(select|with|values|pragma)\b"
+)
+"""A statement that can only read (after leading whitespace and comments); the authorizer
+and the read-only connection enforce it, this check says so early and clearly."""
+READ_ONLY_MESSAGE = (
+    "not allowed: the database is read-only (SELECT queries only; no writes, ATTACH, "
+    "PRAGMA changes or extensions)"
+)
 
 
 class SQLError(Exception):
@@ -68,8 +87,9 @@ class _Deadline:
 
 
 def _authorize(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
-    """Allow reading only: SELECT, reads of columns, functions (not extension loading),
-    recursive CTEs and a few schema pragmas; everything else is denied."""
+    """Allow reading only: SELECT, reads of columns, functions (not those in
+    :data:`_DENIED_FUNCTIONS`), recursive CTEs and a few schema pragmas; everything else is
+    denied."""
     if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE):
         return sqlite3.SQLITE_OK
     if action == sqlite3.SQLITE_FUNCTION:
@@ -92,6 +112,11 @@ def connect_readonly(db_path: str | Path) -> sqlite3.Connection:
         f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
     )
     connection.set_authorizer(_authorize)
+    # one oversized value (printf('%.*c', 2147483647, 'x'), zeroblob) is a single VM step
+    # the progress handler cannot interrupt: cap the size of any string or blob instead
+    connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    connection.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 4 * MAX_SQL_CHARS)
+    connection.setlimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, 1000)
     return connection
 
 
@@ -99,7 +124,7 @@ def to_sqlite(sql: str, dialect: str | None = None) -> str:
     """``sql`` checked (and transpiled from ``dialect``) with sqlglot; raises :class:`SQLError`
     with a readable message for a syntax error or for more than one statement."""
     import sqlglot
-    from sqlglot.errors import ParseError
+    from sqlglot.errors import ParseError, SqlglotError
 
     if len(sql) > MAX_SQL_CHARS:
         raise SQLError(f"the query is {len(sql)} characters long; the limit is {MAX_SQL_CHARS}")
@@ -115,6 +140,8 @@ def to_sqlite(sql: str, dialect: str | None = None) -> str:
             else ""
         )
         raise SQLError(f"syntax error{where}: {details.get('description') or error}") from None
+    except (SqlglotError, RecursionError) as error:
+        raise SQLError(f"syntax error: {str(error)[:200] or type(error).__name__}") from None
     if len(statements) != 1:
         raise SQLError(f"give exactly one SQL statement, got {len(statements)}")
     if dialect in (None, "sqlite"):
@@ -131,6 +158,8 @@ def run_query(
 ) -> QueryResult:
     """Run one read-only query with a time limit (a progress handler interrupts it) and at
     most ``max_rows`` rows fetched; raises :class:`SQLError` with the reason otherwise."""
+    if not _READ_STATEMENT.match(sql):
+        raise SQLError(READ_ONLY_MESSAGE)
     deadline = _Deadline(time.perf_counter() + timeout)
     connection.set_progress_handler(deadline.expired, PROGRESS_OPCODES)
     try:
@@ -140,12 +169,9 @@ def run_query(
         if str(error) == "interrupted":
             raise SQLError(f"the query ran past the time limit of {timeout:g} s") from None
         if "not authorized" in str(error):
-            raise SQLError(
-                "not allowed: the database is read-only (SELECT queries only; no writes, "
-                "ATTACH, PRAGMA changes or extensions)"
-            ) from None
+            raise SQLError(READ_ONLY_MESSAGE) from None
         raise SQLError(f"error: {error}") from None
-    except (sqlite3.Error, OverflowError, MemoryError, ValueError) as error:
+    except (sqlite3.Error, OverflowError, MemoryError, ValueError, RecursionError) as error:
         raise SQLError(f"error: {error}") from None
     finally:
         connection.set_progress_handler(None, 0)
@@ -161,7 +187,7 @@ def orders_rows(sql: str) -> bool:
 
     try:
         tree = sqlglot.parse_one(sql, read="sqlite")
-    except sqlglot.errors.ParseError:
+    except (sqlglot.errors.SqlglotError, RecursionError):
         return False
     while isinstance(tree, exp.Subquery):
         tree = tree.this

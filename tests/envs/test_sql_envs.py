@@ -1,0 +1,241 @@
+"""The SQL family: generated databases and questions, envs, tools, loaders and attacks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sqlglot", reason="needs the 'sql' extra (sqlglot)")
+
+import palaestra
+from palaestra.core.tool_calls import ToolCall, tool_format
+from palaestra.envs.sql.databases import DOMAINS, database_path, schema_text
+from palaestra.envs.sql.dataset import SQLDataset
+from palaestra.envs.sql.env import SQLToolEnv, extract_sql
+from palaestra.envs.sql.questions import INTENTS, LEVELS, generate_question
+from palaestra.testing import check_env, play
+from palaestra.verifiers.sql import connect_readonly, run_query
+
+SQL_IDS = [
+    "sql:Shop-v0",
+    "sql:School-Easy-v0",
+    "sql:Flights-Hard-v0",
+    "sql:Hospital-v0",
+    "sql:Library-v0",
+    "sql:Mixed-v0",
+    "sql:Spider-v0",
+    "sql:Mixed-Tools-v0",
+    "sql:Mixed-SQLTag-v0",
+    "sql:Spider-Tools-v0",
+]
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_databases_are_deterministic_and_realistic(tmp_path):
+    for domain in DOMAINS:
+        first = database_path(domain, 3, tmp_path / "a")
+        again = database_path(domain, 3, tmp_path / "b")
+        assert digest(first) == digest(again)
+        assert digest(first) != digest(database_path(domain, 4, tmp_path / "a"))
+        connection = connect_readonly(first)
+        tables = [
+            row[0]
+            for row in run_query(
+                connection, "SELECT name FROM sqlite_master WHERE type = 'table'"
+            ).rows
+        ]
+        counts = [run_query(connection, f"SELECT COUNT(*) FROM {t}").rows[0][0] for t in tables]
+        assert len(tables) >= 4 and max(counts) >= 1500 and min(counts) >= 8
+        keys = sum(len(run_query(connection, f"PRAGMA foreign_key_list({t})").rows) for t in tables)
+        assert keys >= 3
+        text = " ".join(
+            str(v)
+            for t in tables
+            for row in run_query(connection, f"SELECT * FROM {t} LIMIT 300").rows
+            for v in row
+        )
+        assert "'" in text and any(ord(ch) > 127 for ch in text)
+        assert "None" in text  # NULLs
+
+
+def test_every_gold_query_runs_and_most_return_rows():
+    total = nonempty = 0
+    for domain, intents in INTENTS.items():
+        connection = connect_readonly(database_path(domain))
+        assert {intent.level for intent in intents.values()} == set(LEVELS), domain
+        rng = np.random.default_rng(0)
+        for _ in range(60):
+            question = generate_question(domain, connection, rng)
+            result = run_query(connection, question.gold_sql)
+            total += 1
+            nonempty += bool(result.rows) and result.rows != [(0,)]
+    assert nonempty / total >= 0.95
+
+
+def test_questions_have_several_phrasings_and_levels_follow_the_difficulty():
+    assert sum(len(intent.phrasings) > 1 for d in INTENTS.values() for intent in d.values()) >= 25
+    env = palaestra.make("sql:Mixed-Hard-v0")
+    levels = set()
+    for seed in range(30):
+        env.reset(seed=seed)
+        levels.add(env.unwrapped.problem.data["level"])
+    assert levels <= {4, 5} and levels
+
+
+@pytest.mark.parametrize("env_id", SQL_IDS)
+def test_contract_and_oracle(env_id):
+    check_env(env_id)
+    env = palaestra.make(env_id)
+    for seed in range(10):
+        transcript = play(env, seed)
+        assert transcript[-1][5] is True, (env_id, seed)
+        assert transcript[-1][2] == 1.0
+
+
+def test_same_seed_same_episode():
+    a, b = palaestra.make("sql:Mixed-v0"), palaestra.make("sql:Mixed-v0")
+    assert a.reset(seed=11)[0] == b.reset(seed=11)[0]
+
+
+def test_answers_are_read_from_tags_fences_or_bare_queries():
+    assert extract_sql("think\n<solution>SELECT 1</solution>") == "SELECT 1"
+    assert extract_sql("```sql\nSELECT 1\n```\nand finally\n```sql\nSELECT 2;\n```") == "SELECT 2;"
+    assert extract_sql("select name from t;") == "select name from t"
+    assert extract_sql("The answer is 42") is None
+    assert extract_sql("<solution> </solution>") is None
+
+
+def test_rewards_execution_and_skyrl():
+    env = palaestra.make("sql:Shop-v0")
+    env.reset(seed=0)
+    assert env.step("no query here")[1] == 0.0
+    skyrl = palaestra.make("sql:Shop-v0", reward="skyrl")
+    assert skyrl.reward_range == (-1.0, 1.0)
+    for action, reward in [
+        ("no query here", -1.0),
+        ("<solution>SELEC 1</solution>", -1.0),
+        ("<solution>SELECT 12345</solution>", 0.0),
+        ("<solution>SELECT * FROM nowhere</solution>", 0.0),
+    ]:
+        skyrl.reset(seed=0)
+        observation, got, terminated, *_ = skyrl.step(action)
+        assert (got, terminated) == (reward, True), (action, observation)
+    with pytest.raises(ValueError, match="unknown reward"):
+        palaestra.make("sql:Shop-v0", reward="vibes")
+
+
+def test_retry_gives_execution_feedback():
+    env = palaestra.make("sql:Shop-Retry-v0")
+    env.reset(seed=1)
+    observation, _, terminated, *_ = env.step("<solution>SELECT * FROM nowhere</solution>")
+    assert not terminated and "no such table" in observation and "Try again" in observation
+
+
+def test_attacks_through_the_env_leave_every_database_unchanged():
+    env = palaestra.make("sql:Shop-Tools-v0", timeout=0.5)
+    env.reset(seed=0)
+    path = env.unwrapped.db_path
+    before = digest(path)
+    hermes = tool_format("hermes")
+    for attack in [
+        "DELETE FROM orders",
+        "DROP TABLE customers",
+        "ATTACH DATABASE 'x.db' AS x",
+        "PRAGMA writable_schema = 1",
+        "UPDATE products SET price = 0",
+        "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT COUNT(*) FROM c",
+    ]:
+        observation, _, terminated, _, info = env.step(
+            hermes.format(ToolCall("sql", {"query": attack}), env.tools)
+        )
+        assert info["role"] == "tool" and observation.startswith("error") and not terminated, attack
+        env.reset(seed=0)
+    env.step("<solution>DELETE FROM orders</solution>")
+    assert digest(path) == before
+
+
+def test_exploration_tools():
+    env = SQLToolEnv(palaestra.make("sql:Library-v0"), explore_rows=3)
+    env.reset(seed=0)
+    hermes = tool_format("hermes")
+    call = lambda name, **args: env.step(hermes.format(ToolCall(name, args), env.tools))[0]  # noqa: E731
+    assert call("list_tables").split("\n") == ["authors", "books", "loans", "members"]
+    described = call("describe_table", table="loans")
+    assert "return_date DATE" in described and "book_id REFERENCES books(id)" in described
+    assert call("describe_table", table="nope").startswith("error: describe_table: no table 'nope'")
+    rows = call("sql", query="SELECT id FROM books ORDER BY id")
+    assert rows.split("\n") == ["id", "1", "2", "3", "(only the first 3 rows are shown)"]
+    assert call("sql", query="SELECT name FROM books WHERE (").startswith("error: sql: syntax error")
+
+
+def test_sql_tag_variant_explores_with_sql_tags():
+    env = palaestra.make("sql:School-SQLTag-v0")
+    env.reset(seed=0)
+    assert "<sql>" in env.system_prompt and "<solution>" in env.system_prompt
+    observation, _, _, _, info = env.step("<sql>SELECT COUNT(*) FROM students</sql>")
+    assert info["role"] == "tool" and "600" in observation
+
+
+def test_spider_and_bird_files(tmp_path):
+    env = palaestra.make("sql:Spider-v0")
+    assert env.unwrapped.problem_count == 12
+    assert "CREATE TABLE singer" in env.reset(options={"index": 0})[0]
+    bird = tmp_path / "dev.json"
+    folder = tmp_path / "db" / "mini"
+    folder.mkdir(parents=True)
+    connection = sqlite3.connect(folder / "mini.sqlite")
+    connection.executescript("CREATE TABLE t (a INTEGER); INSERT INTO t VALUES (1), (2), (3);")
+    connection.commit()
+    connection.close()
+    bird.write_text(
+        json.dumps(
+            [
+                {
+                    "question_id": 7,
+                    "db_id": "mini",
+                    "question": "Sum of a?",
+                    "evidence": "a is a number",
+                    "SQL": "SELECT SUM(a) FROM t",
+                }
+            ]
+        )
+    )
+    env = SQLDataset(bird, tmp_path / "db")
+    prompt, info = env.reset(seed=0)
+    assert "Hint: a is a number" in prompt and info["problem_id"] == "7"
+    assert env.step("<solution>SELECT 6</solution>")[1] == 1.0
+    with pytest.raises(ValueError, match="invalid db_id"):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps([{"db_id": "../etc", "question": "q", "query": "SELECT 1"}]))
+        SQLDataset(bad, tmp_path / "db").reset(seed=0)
+
+
+@pytest.mark.parametrize("env_id", ["sql:Mixed-v0", "sql:Mixed-Tools-v0", "sql:Spider-SQLTag-v0"])
+def test_garbage_actions_never_raise(env_id):
+    env = palaestra.make(env_id)
+    rng = np.random.default_rng(0)
+    for seed in range(3):
+        env.reset(seed=seed)
+        for _ in range(4):
+            garbage = "".join(
+                chr(int(c)) for c in rng.integers(1, 0x2FFF, size=int(rng.integers(0, 300)))
+            )
+            for action in (
+                garbage,
+                f"<solution>{garbage}</solution>",
+                f"<sql>{garbage}</sql>",
+                "<tool_call>{]</tool_call>",
+            ):
+                env.step(action)
+
+
+def test_schema_text_lists_create_statements():
+    text = schema_text(database_path("hospital"))
+    assert text.count("CREATE TABLE") == 4 and "REFERENCES patients(id)" in text
