@@ -73,7 +73,9 @@ def palaestra_id_to_gem(env_id: str) -> str:
     """Inverse of :func:`gem_id_to_palaestra`."""
     family, _, rest = env_id.partition(":")
     if family != "gem" or not rest.endswith("-v0"):
-        raise ValueError(f"{env_id!r} is not a GEM id (they look like 'gem:game.Sudoku-v0-easy-v0')")
+        raise ValueError(
+            f"{env_id!r} is not a GEM id (they look like 'gem:game.Sudoku-v0-easy-v0')"
+        )
     return rest[: -len("-v0")].replace(".", ":", 1)
 
 
@@ -134,7 +136,9 @@ class GemEnv(Env):
         max_turns = getattr(self.gem_env.unwrapped, "max_turns", None)
         self.max_turns = max_turns if isinstance(max_turns, int) and max_turns > 0 else None
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> ResetResult:
         super().reset(seed=seed)
         gem_seed = int(self.np_random.integers(2**31 - 1)) if seed is None else seed
         with self._rng.active():
@@ -250,4 +254,3 @@ def register_in_gem(pattern: str = "*") -> list[str]:
         gem.register(gem_id, functools.partial(PalaestraGemEnv, env_id))
         added.append(gem_id)
     return added
-
