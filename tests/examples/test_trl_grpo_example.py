@@ -57,7 +57,8 @@ def _assert_env_tokens_out_of_the_loss(batch, tokenizer) -> None:
     assert "<|im_start|>user" in feedback
     assert any(word in feedback for word in ("higher", "lower", "could not read", "guess"))
     trained = "".join(
-        tokenizer.decode(ids[mask == 1]) for ids, mask in zip(batch["completion_ids"], loss_mask)
+        tokenizer.decode(ids[mask == 1])
+        for ids, mask in zip(batch["completion_ids"], loss_mask, strict=True)
     )
     assert "<|im_start|>user" not in trained
 
@@ -79,6 +80,8 @@ def test_warm_started_model_trains_with_nonzero_gradients(example, tmp_path):
     history = [r for r in trainer.state.log_history if "grad_norm" in r]
     assert max(r["grad_norm"] for r in history) > 0
     assert max(r["reward_std"] for r in history) > 0
-    assert any(not torch.equal(b, p) for b, p in zip(before, trainer.model.parameters()))
+    assert any(
+        not torch.equal(b, p) for b, p in zip(before, trainer.model.parameters(), strict=True)
+    )
     for batch in batches:
         _assert_env_tokens_out_of_the_loss(batch, trainer.processing_class)
