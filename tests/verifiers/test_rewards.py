@@ -18,9 +18,7 @@ from palaestra.verifiers.noise import NoisyReward, reasoning_pattern_reward
 from palaestra.verifiers.rubric import RewardComponent, Rubric
 
 
-@pytest.mark.parametrize(
-    "module", ["extract", "qa", "format", "noise", "rubric", "worker", "math"]
-)
+@pytest.mark.parametrize("module", ["extract", "qa", "format", "noise", "rubric", "worker", "math"])
 def test_docstring_examples(module: str):
     if module in ("math", "rubric"):
         pytest.importorskip("math_verify", reason="needs the 'math' extra")
