@@ -110,14 +110,15 @@ async def play(
 def task_prompts(
     env_id: str, seeds: Iterable[int], *, env_kwargs: Mapping[str, Any] | None = None
 ) -> Iterator[tuple[dict[str, Any], list[Message]]]:
-    """For each seed: the task as a JSON-ready dict (``env_id``, ``seed``, ``env_kwargs``) and
-    the env's opening messages (what a framework shows in logs and length filters)."""
+    """For each seed: the task as a JSON-ready dict (``env_id``, ``seed``, and ``env_kwargs``
+    unless there are none: Parquet cannot store an empty struct) and the env's opening
+    messages (what a framework shows in logs and length filters)."""
     kwargs = dict(env_kwargs or {})
     env = make(env_id, **kwargs)
     try:
         for seed in seeds:
             observation, _ = env.reset(seed=seed)
-            task = {"env_id": env_id, "seed": seed, "env_kwargs": kwargs}
+            task = {"env_id": env_id, "seed": seed, **({"env_kwargs": kwargs} if kwargs else {})}
             yield task, opening_messages(env.system_prompt, observation)
     finally:
         env.close()
