@@ -3,7 +3,8 @@
 OpenRLHF's multi-turn agents run through an ``AgentExecutor`` class in a user file: its
 ``execute(prompt, label, sampling_params, max_length, hf_tokenizer, llm_engine)`` returns
 the whole token sequence (``observation_tokens``), the token ranges the policy generated
-(``action_ranges``), the rollout logprobs and the reward. OpenRLHF's own
+(``action_ranges``), the rollout logprobs and the reward (the interface of OpenRLHF's
+``MultiTurnAgentExecutor``, which OpenRLHF builds with no arguments). OpenRLHF's own
 ``MultiTurnAgentExecutor`` re-tokenizes the env's feedback text; :class:`AgentExecutor`
 instead lets palaestra's runner build the sequence from chat-template deltas, so the tokens
 the policy is trained on are the ones it saw. The dataset's label names the task
@@ -59,7 +60,9 @@ def task_from_label(label: str) -> Task:
 class AgentExecutor(AgentExecutorBase):  # type: ignore[misc,valid-type]
     """OpenRLHF agent executor over palaestra envs (see the module docstring).
 
-    ``max_turns`` caps episodes (default: the env's own limit).
+    ``max_turns`` caps episodes (default: the env's own limit); ``max_length`` (OpenRLHF's
+    budget for the whole sequence) ends an episode too, and each completion may use what
+    is left of it.
     """
 
     def __init__(self, max_turns: int | None = None):
@@ -95,16 +98,20 @@ class AgentExecutor(AgentExecutorBase):  # type: ignore[misc,valid-type]
         )
         if episode.error is not None:
             raise RuntimeError(f"palaestra episode failed: {episode.error}")
-        action_ranges = _policy_ranges(episode.loss_mask)
+        import torch  # OpenRLHF's scores and logs are tensors
+
         return {
             "prompt": prompt,
             "label": label,
             "reward": episode.total_reward,
-            "scores": episode.total_reward,
+            "scores": torch.tensor(episode.total_reward),
             "observation_tokens": episode.token_ids,
-            "action_ranges": action_ranges,
+            "action_ranges": _policy_ranges(episode.loss_mask),
             "rollout_log_probs": episode.logprobs if want_logprobs else None,
-            "extra_logs": {"turns": episode.num_turns, "success": float(bool(episode.success))},
+            "extra_logs": {
+                "turns": torch.tensor(float(episode.num_turns)),
+                "success": torch.tensor(float(bool(episode.success))),
+            },
         }
 
 
