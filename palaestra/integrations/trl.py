@@ -117,7 +117,9 @@ def env_reward(completions: Sequence[Any], task: Sequence[str], **_: Any) -> lis
     for completion, task_json in zip(completions, task, strict=True):
         spec = task_from_dict(json.loads(task_json))
         key = json.dumps([spec.env_id, dict(spec.env_kwargs)], sort_keys=True)
-        env = envs.get(key) or envs.setdefault(key, make(spec.env_id, **spec.env_kwargs))
+        env = envs.get(key)
+        if env is None:
+            env = envs[key] = make(spec.env_id, **spec.env_kwargs)
         env.reset(seed=spec.seed)
         rewards.append(float(env.step(completion_text(completion))[1]))
     for env in envs.values():
