@@ -34,9 +34,8 @@ from typing import Any
 
 import numpy as np
 
-import palaestra
 from palaestra.core.env import Env, ResetResult, StepResult
-from palaestra.core.registry import register
+from palaestra.core.registry import list_envs, make, register
 
 
 def _import_gem() -> Any:
@@ -204,7 +203,7 @@ class PalaestraGemEnv(gem.Env):
         **kwargs: Any,
     ):
         super().__init__()
-        self.env = palaestra.make(env, **kwargs) if isinstance(env, str) else env
+        self.env = make(env, **kwargs) if isinstance(env, str) else env
         self._make_args = (env, kwargs, include_system_prompt)
         self._first_seed = seed
         self.include_system_prompt = include_system_prompt
@@ -246,7 +245,7 @@ def register_in_gem(pattern: str = "*") -> list[str]:
     >>> vec = gem.make_vec(["palaestra/game:Wordle-v0"] * 8, seed=0)  # doctest: +SKIP
     """
     added = []
-    for env_id in palaestra.list_envs(pattern):
+    for env_id in list_envs(pattern):
         gem_id = PALAESTRA_PREFIX + env_id
         if env_id.startswith("gem:") or gem_id in gem_registration.ENV_REGISTRY:
             continue

@@ -54,6 +54,8 @@ def test_gem_ids_load_lazily():
         "assert not [i for i in palaestra.list_envs() if i.startswith('gem:')]\n"
         "palaestra.make('gem:game.GuessTheNumber-v0-easy-v0')\n"
         "assert 'gem' in sys.modules\n"
+        "import logging\n"
+        "assert not logging.getLogger().handlers  # GEM's basicConfig at import is undone\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
