@@ -8,7 +8,7 @@ installed); rows from ``task_rows`` select it and name the env and seed. In a ve
       write_rows(task_rows('game:GuessTheNumber-v0', range(4096)), 'train.parquet')"
     python -m verl.trainer.main_ppo data.train_files=train.parquet \\
       actor_rollout_ref.rollout.mode=async actor_rollout_ref.rollout.multi_turn.enable=true \\
-      +actor_rollout_ref.rollout.agent.agent_loop_config_path=agent_loops.yaml ...
+      actor_rollout_ref.rollout.agent.agent_loop_config_path=agent_loops.yaml ...
     # agent_loops.yaml: - name: palaestra
     #                     _target_: palaestra.integrations.verl.PalaestraAgentLoop
 

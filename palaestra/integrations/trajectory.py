@@ -129,4 +129,7 @@ def task_from_dict(data: Mapping[str, Any]) -> Task:
     :func:`task_prompts`)."""
     if "env_id" not in data:
         raise KeyError(f"no 'env_id' in {dict(data)!r}; build dataset rows with task_prompts()")
-    return Task(data["env_id"], data.get("seed"), dict(data.get("env_kwargs") or {}))
+    seed = data.get("seed")  # may come back from Parquet as a numpy integer
+    return Task(
+        data["env_id"], None if seed is None else int(seed), dict(data.get("env_kwargs") or {})
+    )

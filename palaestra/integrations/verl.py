@@ -6,13 +6,14 @@ verl's agent-loop workers call ``run(sampling_params, **row)`` once per rollout 
 env named by the row's ``extra_info`` with verl's own server manager as the policy: the
 runner builds the token sequence (chat-template deltas, nothing re-tokenized), and the
 episode's return is the ``reward_score``, so no reward function is needed. It registers as
-agent ``"palaestra"``; :func:`task_rows` makes the dataset rows that select it::
-
-    rows = task_rows("game:Wordle-v0", range(1000))          # -> a Parquet file for verl
-    # actor_rollout_ref.rollout.agent.default_agent_loop=palaestra (or the rows' agent_name)
+agent ``"palaestra"`` when this module is imported; :func:`task_rows` makes the dataset rows
+that select it. verl's workers import it through an agent-loop config file
+(``actor_rollout_ref.rollout.agent.agent_loop_config_path``) naming
+``palaestra.integrations.verl.PalaestraAgentLoop`` under ``name: palaestra``
+(``examples/verl_agent_loop.py``).
 
 The class exists when verl is installed (``pip install verl``, a GPU stack); :func:`play_row`
-is the whole loop without verl, which the tests drive against verl's recorded interface.
+is the whole loop without verl (the tests drive it with a stand-in for verl's server manager).
 """
 
 from __future__ import annotations
