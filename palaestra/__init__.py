@@ -6,6 +6,7 @@
 """
 
 from palaestra import envs as _builtin_envs  # noqa: F401  (registers the built-in env ids)
+from palaestra import integrations as _integrations  # noqa: F401  (lazy `gem:` ids)
 from palaestra.core import (
     Env,
     EnvSpec,

@@ -14,6 +14,7 @@ from palaestra.core.registry import (
     load_plugins,
     make,
     register,
+    register_lazy_family,
     spec,
 )
 from palaestra.core.spaces import TextSpace
@@ -46,6 +47,7 @@ __all__ = [
     "load_plugins",
     "make",
     "register",
+    "register_lazy_family",
     "register_tool_format",
     "spec",
     "tool_format",

@@ -165,6 +165,8 @@ class EnvSpec:
 
 _specs: dict[str, EnvSpec] = {}
 _loaded_entry_points: set[str] = set()
+_lazy_families: dict[str, str] = {}
+"""Family -> ``"module:function"`` that registers its ids, called on the family's first lookup."""
 _lock = threading.RLock()
 
 
@@ -280,6 +282,33 @@ def load_plugins() -> list[str]:
     return loaded
 
 
+def register_lazy_family(family: str, loader: str) -> None:
+    """Defer registering every id of ``family`` until one is first looked up.
+
+    ``loader`` is a ``"module.path:function"`` string; :func:`make`/:func:`spec` call it the
+    first time they meet an id of ``family``, and :func:`list_envs` when its pattern names the
+    family (``"gem:*"``); an unfiltered ``list_envs()`` does not load it. Meant for families
+    backed by a heavy optional package (GEM's envs register under ``gem:``).
+
+    >>> register_lazy_family("gem", "palaestra.integrations.gem:register_gem_ids")  # doctest: +SKIP
+    """
+    with _lock:
+        _lazy_families[family] = loader
+
+
+def _load_lazy_family(family: str) -> None:
+    with _lock:
+        loader = _lazy_families.pop(family, None)
+        if loader is not None:
+            try:
+                _load_entry_point(loader, f"family {family!r}")()
+            except ImportError as exc:
+                _lazy_families[family] = loader
+                raise UnknownEnvError(
+                    f"env ids of family {family!r} need a package that is not installed ({exc})"
+                ) from exc
+
+
 _plugins_loaded = False
 
 
@@ -296,6 +325,9 @@ def spec(id: str) -> EnvSpec:
     _ensure_plugins()
     with _lock:
         found = _specs.get(id)
+        if found is None and id.partition(":")[0] in _lazy_families:
+            _load_lazy_family(id.partition(":")[0])
+            found = _specs.get(id)
         if found is None:
             raise UnknownEnvError(_unknown_id_message(id))
         return found
@@ -310,9 +342,17 @@ def make(id: str, **kwargs: Any) -> Env:
 
 
 def list_envs(pattern: str | None = None) -> list[str]:
-    """Registered ids, sorted; ``pattern`` is a shell glob such as ``"game:*"``."""
+    """Registered ids, sorted; ``pattern`` is a shell glob such as ``"game:*"``.
+
+    Ids of a lazy family (:func:`register_lazy_family`) are listed only when ``pattern``
+    names the family, e.g. ``"gem:*"``.
+    """
     _ensure_plugins()
     with _lock:
+        if pattern is not None:
+            family = pattern.partition(":")[0]
+            if family in _lazy_families:
+                _load_lazy_family(family)
         ids = sorted(_specs)
     return [i for i in ids if pattern is None or fnmatch.fnmatchcase(i, pattern)]
 

@@ -1,4 +1,4 @@
-"""QA, format, noise, rubric and TRL-adapter rewards."""
+"""QA, format, noise and rubric rewards, and their TRL adapter (palaestra.integrations.trl)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,17 @@ import numpy as np
 import pytest
 
 from palaestra.core.wrappers import flip_reward
+from palaestra.integrations.trl import as_trl_reward, completion_text
 from palaestra.verifiers import format as fmt
 from palaestra.verifiers import qa
 from palaestra.verifiers.extract import answer_phrase, extract_answer, last_number, last_tagged
 from palaestra.verifiers.noise import NoisyReward, reasoning_pattern_reward
 from palaestra.verifiers.rubric import RewardComponent, Rubric
-from palaestra.verifiers.trl import as_trl_reward, completion_text
 
 
-@pytest.mark.parametrize(
-    "module", ["extract", "qa", "format", "noise", "rubric", "trl", "worker", "math"]
-)
+@pytest.mark.parametrize("module", ["extract", "qa", "format", "noise", "rubric", "worker", "math"])
 def test_docstring_examples(module: str):
-    if module in ("math", "rubric", "trl"):
+    if module in ("math", "rubric"):
         pytest.importorskip("math_verify", reason="needs the 'math' extra")
     result = doctest.testmod(importlib.import_module(f"palaestra.verifiers.{module}"))
     assert result.attempted > 0 and result.failed == 0

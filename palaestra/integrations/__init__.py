@@ -1,0 +1,21 @@
+"""Bridges to other RL frameworks, one module per framework (each needs that framework's extra).
+
+* :mod:`~palaestra.integrations.trl`: reward functions and a multi-turn ``rollout_func`` for
+  TRL's ``GRPOTrainer``;
+* :mod:`~palaestra.integrations.gem`: palaestra envs as GEM envs and GEM envs as palaestra
+  envs (ids ``gem:...``);
+* :mod:`~palaestra.integrations.skyrl`: palaestra envs as ``skyrl-gym`` ``BaseTextEnv``s;
+* :mod:`~palaestra.integrations.verl`: a verl agent loop that plays palaestra envs;
+* :mod:`~palaestra.integrations.openrlhf`: OpenRLHF's agent (multi-turn) interface;
+* :mod:`~palaestra.integrations.export`: episodes as JSONL/Parquet rows for SFT and RL
+  trainers, and back;
+* :mod:`~palaestra.integrations.trajectory`: an episode's token sequence split into prompt
+  and response, the shape every token-level trainer reads.
+
+Importing this package imports none of those frameworks: it only tells the registry where
+GEM's ids come from (loaded on the first ``gem:`` lookup).
+"""
+
+from palaestra.core.registry import register_lazy_family
+
+register_lazy_family("gem", "palaestra.integrations.gem:register_gem_ids")

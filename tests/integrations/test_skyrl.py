@@ -1,0 +1,76 @@
+"""palaestra envs as skyrl-gym BaseTextEnvs: SkyRL's init/step contract, multi-turn and tools."""
+
+from __future__ import annotations
+
+import pytest
+
+import palaestra
+from palaestra.agents import OracleAgent
+from palaestra.runner import Runner, make_tasks
+
+skyrl_gym = pytest.importorskip("skyrl_gym", reason="needs skyrl-gym (the 'skyrl' extra)")
+from skyrl_gym.envs.base_text_env import BaseTextEnv  # noqa: E402
+
+from palaestra.integrations.skyrl import PalaestraTextEnv, register_skyrl_env, task_rows  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _registered():
+    register_skyrl_env()
+    register_skyrl_env()  # idempotent
+
+
+def _make(env_id: str, seed: int, **kwargs) -> PalaestraTextEnv:
+    row = task_rows(env_id, [seed], env_kwargs=kwargs or None)[0]
+    return skyrl_gym.make("palaestra", env_config={}, extras=row)
+
+
+def test_rows_name_the_task_and_prompt_the_seeded_episode():
+    rows = task_rows("game:GuessTheNumber-v0", [3, 4])
+    native = palaestra.make("game:GuessTheNumber-v0")
+    assert rows[0]["env_class"] == "palaestra"
+    assert rows[0]["extra_info"] == {"env_id": "game:GuessTheNumber-v0", "seed": 3}
+    assert rows[1]["prompt"][-1]["content"] == native.reset(seed=4)[0]
+
+
+def test_multi_turn_step_contract_matches_the_runner():
+    env = _make("game:GuessTheNumber-v0", 5)
+    assert isinstance(env, BaseTextEnv)
+    chat, metadata = env.init([{"role": "user", "content": "ignored"}])
+    assert chat[0]["role"] == "system" and metadata == {"env_id": "game:GuessTheNumber-v0"}
+    policy = env.env.oracle()
+    outputs = []
+    while not outputs or not outputs[-1]["done"]:
+        outputs.append(
+            env.step(policy((outputs[-1]["observations"] if outputs else chat)[-1]["content"]))
+        )
+    assert all(
+        len(o["observations"]) == 1 and o["observations"][0]["role"] == "user" for o in outputs[:-1]
+    )
+    assert outputs[-1]["observations"] == [] and outputs[-1]["metadata"] == {"success": True}
+    reference = Runner(OracleAgent()).run(make_tasks(["game:GuessTheNumber-v0"], [5]))[0]
+    assert [o["reward"] for o in outputs] == reference.rewards
+    assert env.get_metrics() == {"turns": reference.num_turns, "return": 1.0, "success": 1.0}
+
+
+def test_tool_results_come_back_as_tool_messages():
+    env = _make("math:Arithmetic-Python-v0", 0)
+    chat, _ = env.init([])
+    policy = env.env.oracle()
+    first = env.step(policy(chat[-1]["content"]))
+    assert first["observations"][0]["role"] == "tool" and not first["done"]
+    final = env.step(policy(first["observations"][0]["content"]))
+    assert final["done"] and final["reward"] == 1.0
+
+
+def test_the_turn_budget_ends_an_episode():
+    env = _make("game:GuessTheNumber-v0", 0)
+    env.init([])
+    steps = [env.step("no guess here") for _ in range(env.max_turns)]
+    assert [s["done"] for s in steps] == [False] * (env.max_turns - 1) + [True]
+    assert env.get_metrics()["success"] == 0.0
+
+
+def test_a_row_without_a_task_is_refused():
+    with pytest.raises(KeyError, match="env_id"):
+        skyrl_gym.make("palaestra", env_config={}, extras={"extra_info": {}})
