@@ -93,12 +93,12 @@ class BM25Retriever(Retriever):
             return index
 
     @property
-    def built_from_cache(self) -> bool:
+    def cached_on_disk(self) -> bool:
         """Whether an index for this corpus is saved on disk."""
         return (self.path / "params.index.json").is_file()
 
     def _from_disk(self) -> Any:
-        if not self.built_from_cache:
+        if not self.cached_on_disk:
             return None
         try:
             return _bm25s().BM25.load(str(self.path), show_progress=False)
