@@ -16,6 +16,8 @@ import hmac
 import ipaddress
 from typing import Any
 
+import pydantic
+
 from palaestra.tools.search.base import Retriever
 
 MAX_TOPK = 100
@@ -32,6 +34,14 @@ def _fastapi() -> Any:
             "`pip install 'palaestra[search]'`"
         ) from exc
     return fastapi
+
+
+class RetrieveRequest(pydantic.BaseModel):
+    """Search-R1's request body."""
+
+    queries: list[str] = pydantic.Field(max_length=MAX_QUERIES)
+    topk: int = pydantic.Field(3, ge=1, le=MAX_TOPK)
+    return_scores: bool = False
 
 
 def is_loopback(host: str) -> bool:
@@ -57,12 +67,6 @@ def create_app(retriever: Retriever, *, token: str | None = None) -> Any:
     """A FastAPI app serving ``retriever``; with ``token``, requests need
     ``Authorization: Bearer <token>``."""
     fastapi = _fastapi()
-    import pydantic
-
-    class RetrieveRequest(pydantic.BaseModel):
-        queries: list[str] = pydantic.Field(max_length=MAX_QUERIES)
-        topk: int = pydantic.Field(3, ge=1, le=MAX_TOPK)
-        return_scores: bool = False
 
     def authorize(authorization: str | None = fastapi.Header(None)) -> None:
         if token is None:

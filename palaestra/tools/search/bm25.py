@@ -106,8 +106,11 @@ class BM25Retriever(Retriever):
             return None
 
     def _build(self) -> Any:
+        tokens = _tokenize([f"{d.title}\n{d.text}" for d in self.docs])
+        if not any(tokens):
+            raise ValueError("the corpus has no indexable words (all are stopwords or 1 letter)")
         index = _bm25s().BM25()
-        index.index(_tokenize([f"{d.title}\n{d.text}" for d in self.docs]), show_progress=False)
+        index.index(tokens, show_progress=False)
         return index
 
     def _save(self, index: Any) -> None:
