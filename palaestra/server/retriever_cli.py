@@ -14,12 +14,16 @@ from palaestra.server.retriever import TOKEN_ENV, check_binding
 def serve_retriever_command(
     corpus: Annotated[
         Path | None,
-        typer.Option(help="JSONL corpus, one document per line ({id, contents} or {id, title, text})."),
+        typer.Option(
+            help="JSONL corpus, one document per line ({id, contents} or {id, title, text})."
+        ),
     ] = None,
     world_seed: Annotated[
         int, typer.Option(help="Without --corpus: the synthetic knowledge base of this seed.")
     ] = 0,
-    host: Annotated[str, typer.Option(help="Address to bind; anything but loopback needs a token.")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(help="Address to bind; anything but loopback needs a token.")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     token: Annotated[
         str | None, typer.Option(help=f"Bearer token clients must send (default ${TOKEN_ENV}).")

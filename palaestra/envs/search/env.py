@@ -23,7 +23,7 @@ from palaestra.core.tool_calls import ToolCall
 from palaestra.envs.base import AnswerEnv, Grade
 from palaestra.envs.tool_env import ToolEnv
 from palaestra.tasks import Problem, TaskSource, row_for_reset
-from palaestra.tools.search import Doc, Retriever, SearchTool, make_retriever
+from palaestra.tools.search import Doc, Retriever, RetrieverSpec, SearchTool, make_retriever
 from palaestra.verifiers.qa import exact_match, extract_qa_answer, token_f1
 
 SYSTEM_PROMPT = (
@@ -41,7 +41,9 @@ class SearchQA(AnswerEnv):
     ``questions`` is a task source of :class:`~palaestra.tasks.Problem` whose ``answer`` is
     a tuple of accepted answers and whose ``metadata["evidence_titles"]`` (optional) names
     the gold documents. ``retriever`` is ``"bm25"`` (an index over ``corpus``), the URL of
-    a Search-R1-style retrieval server, or a retriever object.
+    a Search-R1-style retrieval server, a ``{"kind": ..., **options}`` mapping or a
+    retriever object (see :func:`~palaestra.tools.search.make_retriever`). The search tool
+    (:class:`SearchEnv`) returns ``k`` documents per search, at most ``max_searches`` times.
     """
 
     system_prompt = SYSTEM_PROMPT
@@ -51,7 +53,9 @@ class SearchQA(AnswerEnv):
         questions: TaskSource,
         corpus: Sequence[Doc] = (),
         *,
-        retriever: str | Retriever = "bm25",
+        retriever: RetrieverSpec = "bm25",
+        k: int = 3,
+        max_searches: int = DEFAULT_MAX_SEARCHES,
         metric: Literal["em", "f1"] = "em",
         max_attempts: int = 1,
         render_mode: str | None = None,
@@ -62,6 +66,8 @@ class SearchQA(AnswerEnv):
         self.questions = questions
         self.corpus = corpus
         self.retriever_spec = retriever
+        self.k = k
+        self.max_searches = max_searches
         self.metric = metric
 
     @functools.cached_property
@@ -82,7 +88,9 @@ class SearchQA(AnswerEnv):
         f1 = token_f1(answer, problem.answer)
         score = em if self.metric == "em" else f1
         solved = em == 1.0
-        return Grade(score, solved, "Correct." if solved else "That is not correct.", {"em": em, "f1": f1})
+        return Grade(
+            score, solved, "Correct." if solved else "That is not correct.", {"em": em, "f1": f1}
+        )
 
     def format_answer(self, answer: str) -> str:
         return f"<answer>{answer}</answer>"
@@ -99,24 +107,16 @@ class SearchQA(AnswerEnv):
 
 
 class SearchEnv(ToolEnv):
-    """A :class:`SearchQA` with the ``search`` tool: ``k`` documents per search, at most
-    ``max_searches`` searches per episode; ``wrap="information"`` wraps results in
-    ``<information>`` tags (the Search-R1 protocol, with ``format="tags"``)."""
+    """A :class:`SearchQA` with the ``search`` tool (``k`` documents per search, at most
+    ``max_searches`` searches per episode, both from the env); ``wrap="information"`` wraps
+    results in ``<information>`` tags (the Search-R1 protocol, with ``format="tags"``)."""
 
-    def __init__(
-        self,
-        env: Env,
-        *,
-        format: str = "hermes",
-        k: int = 3,
-        max_searches: int = DEFAULT_MAX_SEARCHES,
-        wrap: str | None = None,
-    ):
+    def __init__(self, env: Env, *, format: str = "hermes", wrap: str | None = None):
         inner = env.unwrapped
         if not isinstance(inner, SearchQA):
             raise TypeError(f"SearchEnv wraps a SearchQA env, got {type(inner).__name__}")
-        tool = SearchTool(inner.retriever, k=k, max_calls=max_searches, wrap=wrap)
-        super().__init__(env, [tool], format=format, max_tool_turns=max_searches)
+        tool = SearchTool(inner.retriever, k=inner.k, max_calls=inner.max_searches, wrap=wrap)
+        super().__init__(env, [tool], format=format, max_tool_turns=inner.max_searches)
         self.qa = inner
 
     def oracle(self) -> Policy:

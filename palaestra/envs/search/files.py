@@ -29,7 +29,9 @@ def _answers(row: Record) -> tuple[str, ...]:
             if not answers or not all(isinstance(a, str) for a in answers):
                 raise ValueError(f"field {name!r} must be a string or a non-empty list of strings")
             return answers
-    raise ValueError(f"no answer field (one of {', '.join(ANSWER_FIELDS)}; fields: {', '.join(sorted(row))})")
+    raise ValueError(
+        f"no answer field (one of {', '.join(ANSWER_FIELDS)}; fields: {', '.join(sorted(row))})"
+    )
 
 
 def _evidence_titles(row: Record) -> tuple[str, ...]:
@@ -49,7 +51,9 @@ def qa_problem(row: Record, index: int) -> Problem:
     for key in ("type", "level"):
         if key in row:
             metadata[key] = row[key]
-    return Problem(PROMPT.format(question=question), _answers(row), id=str(problem_id), metadata=metadata)
+    return Problem(
+        PROMPT.format(question=question), _answers(row), id=str(problem_id), metadata=metadata
+    )
 
 
 def load_qa(data: str | Path | Sequence[Record]) -> list[Problem]:
@@ -66,7 +70,9 @@ def load_corpus(path: str | Path) -> list[Doc]:
             if "contents" in row:
                 docs.append(Doc.from_contents(doc_id, str(row["contents"])))
             else:
-                docs.append(Doc(doc_id, str(row.get("title", "")), str(require_field(row, "text", "text"))))
+                docs.append(
+                    Doc(doc_id, str(row.get("title", "")), str(require_field(row, "text", "text")))
+                )
         except ValueError as exc:
             raise ValueError(f"{where}: {exc} (a document needs 'contents' or 'text')") from None
     if not docs:

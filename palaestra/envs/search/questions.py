@@ -93,7 +93,11 @@ def fact_answers(entity: Entity, key: str) -> tuple[str, ...]:
 
 def _bridge(world: World, rng: random.Random, hops: int) -> tuple[str, tuple, tuple, tuple]:
     """A walk of ``hops - 1`` links, then a fact of the last entity."""
-    starts = [e for e in world.entities.values() if e.links] if hops > 1 else list(world.entities.values())
+    starts = (
+        [e for e in world.entities.values() if e.links]
+        if hops > 1
+        else list(world.entities.values())
+    )
     while True:
         entity = rng.choice(starts)
         phrase, visited, evidence, chain = mention(entity), {entity.name}, [], []

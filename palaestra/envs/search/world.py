@@ -22,19 +22,91 @@ from dataclasses import dataclass, field
 
 from palaestra.tools.search.base import Doc
 
-ONSETS = ("b", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr",
-          "gr", "kr", "tr", "th", "sh", "st", "qu", "vel", "mor", "tal", "or", "el", "an")
+ONSETS = (
+    "b",
+    "d",
+    "f",
+    "g",
+    "h",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "z",
+    "br",
+    "dr",
+    "gr",
+    "kr",
+    "tr",
+    "th",
+    "sh",
+    "st",
+    "qu",
+    "vel",
+    "mor",
+    "tal",
+    "or",
+    "el",
+    "an",
+)
 VOWELS = ("a", "e", "i", "o", "u", "ae", "ia", "ou", "ei")
 CODAS = ("", "n", "r", "s", "th", "l", "m", "x", "nd", "rk", "sk", "lt")
-OCCUPATIONS = ("cartographer", "composer", "engineer", "botanist", "astronomer", "novelist",
-               "architect", "physician", "glassmaker", "historian", "painter", "chemist")
-ORG_KINDS = ("Institute", "Society", "Company", "Guild", "Observatory", "Bank", "Foundation",
-             "Academy", "Press", "Conservatory")
-EVENT_KINDS = ("Accord", "Exhibition", "Congress", "Regatta", "Festival", "Summit", "Fair",
-               "Tournament")
+OCCUPATIONS = (
+    "cartographer",
+    "composer",
+    "engineer",
+    "botanist",
+    "astronomer",
+    "novelist",
+    "architect",
+    "physician",
+    "glassmaker",
+    "historian",
+    "painter",
+    "chemist",
+)
+ORG_KINDS = (
+    "Institute",
+    "Society",
+    "Company",
+    "Guild",
+    "Observatory",
+    "Bank",
+    "Foundation",
+    "Academy",
+    "Press",
+    "Conservatory",
+)
+EVENT_KINDS = (
+    "Accord",
+    "Exhibition",
+    "Congress",
+    "Regatta",
+    "Festival",
+    "Summit",
+    "Fair",
+    "Tournament",
+)
 WORK_KINDS = ("novel", "opera", "treatise", "poem cycle", "painting", "symphony", "atlas")
-WORK_NOUNS = ("Lantern", "Mirror", "Orchard", "Harbour", "Tower", "Compass", "Garden", "Bell",
-              "River", "Crown", "Letters", "Voyage")
+WORK_NOUNS = (
+    "Lantern",
+    "Mirror",
+    "Orchard",
+    "Harbour",
+    "Tower",
+    "Compass",
+    "Garden",
+    "Bell",
+    "River",
+    "Crown",
+    "Letters",
+    "Voyage",
+)
 PLACE_PREFIXES = ("North", "South", "Upper", "Lower", "New", "Old", "Port")
 DISTRACTOR_SHARE = 0.35
 
@@ -189,18 +261,35 @@ def _draw_entities(seed: int, size: WorldSize) -> dict[str, Entity]:
     names = _Names(rng)
     entities: dict[str, Entity] = {}
     places = [
-        _add(entities, Entity("place", name, {
-            "region": f"the {names.unique(lambda: names.word(2))} region",
-            "founded": rng.randint(900, 1700),
-            "population": rng.randrange(2_000, 900_000, 100),
-        }), f"place-{i}")
+        _add(
+            entities,
+            Entity(
+                "place",
+                name,
+                {
+                    "region": f"the {names.unique(lambda: names.word(2))} region",
+                    "founded": rng.randint(900, 1700),
+                    "population": rng.randrange(2_000, 900_000, 100),
+                },
+            ),
+            f"place-{i}",
+        )
         for i, name in enumerate(_place_names(names, size.places))
     ]
     people = [
-        _add(entities, Entity("person", name, {
-            "born": rng.randint(1750, 1960),
-            "occupation": rng.choice(OCCUPATIONS),
-        }, {"birthplace": rng.choice(places).name}), f"person-{i}")
+        _add(
+            entities,
+            Entity(
+                "person",
+                name,
+                {
+                    "born": rng.randint(1750, 1960),
+                    "occupation": rng.choice(OCCUPATIONS),
+                },
+                {"birthplace": rng.choice(places).name},
+            ),
+            f"person-{i}",
+        )
         for i, name in enumerate(_person_names(names, size.people))
     ]
     orgs = []
@@ -214,7 +303,10 @@ def _draw_entities(seed: int, size: WorldSize) -> dict[str, Entity]:
         person.fact_doc["employer"] = person.fact_doc["occupation"] = f"career-{i}"
     for i, name in enumerate(_work_names(names, size.works)):
         author = rng.choice(people)
-        facts = {"year": int(author.facts["born"]) + rng.randint(20, 60), "form": rng.choice(WORK_KINDS)}
+        facts = {
+            "year": int(author.facts["born"]) + rng.randint(20, 60),
+            "form": rng.choice(WORK_KINDS),
+        }
         _add(entities, Entity("work", name, facts, {"author": author.name}), f"work-{i}")
     for i, name in enumerate(_event_names(names, size.events)):
         organiser = rng.choice(orgs)
@@ -233,29 +325,71 @@ def _documents(entities: dict[str, Entity]) -> list[Doc]:
     for e in entities.values():
         f, ln, at = e.facts, e.links, e.fact_doc
         if e.kind == "place":
-            docs.append(Doc(at["founded"], e.name, (
-                f"{e.name} is a city in {f['region']}. It was founded in {f['founded']} and "
-                f"has a population of {f['population']}. Travellers know {e.name} for its "
-                "markets and old bridges.")))
+            docs.append(
+                Doc(
+                    at["founded"],
+                    e.name,
+                    (
+                        f"{e.name} is a city in {f['region']}. It was founded in {f['founded']} and "
+                        f"has a population of {f['population']}. Travellers know {e.name} for its "
+                        "markets and old bridges."
+                    ),
+                )
+            )
         elif e.kind == "person":
-            docs.append(Doc(at["born"], e.name, (
-                f"{e.name} was born in {f['born']} in {ln['birthplace']}. Little is recorded "
-                f"of the early years of {e.name} beyond the family's modest means.")))
-            docs.append(Doc(at["employer"], f"{e.name} (career)", (
-                f"By occupation {_article(str(f['occupation']))}, {e.name} was employed by the "
-                f"{ln['employer']}. Colleagues described {e.name} as careful and stubborn.")))
+            docs.append(
+                Doc(
+                    at["born"],
+                    e.name,
+                    (
+                        f"{e.name} was born in {f['born']} in {ln['birthplace']}. Little is recorded "
+                        f"of the early years of {e.name} beyond the family's modest means."
+                    ),
+                )
+            )
+            docs.append(
+                Doc(
+                    at["employer"],
+                    f"{e.name} (career)",
+                    (
+                        f"By occupation {_article(str(f['occupation']))}, {e.name} was employed by the "
+                        f"{ln['employer']}. Colleagues described {e.name} as careful and stubborn."
+                    ),
+                )
+            )
         elif e.kind == "organisation":
-            docs.append(Doc(at["founded"], f"The {e.name}", (
-                f"The {e.name} was founded in {f['founded']} by {ln['founder']}. It has its "
-                f"headquarters in {ln['headquarters']}.")))
+            docs.append(
+                Doc(
+                    at["founded"],
+                    f"The {e.name}",
+                    (
+                        f"The {e.name} was founded in {f['founded']} by {ln['founder']}. It has its "
+                        f"headquarters in {ln['headquarters']}."
+                    ),
+                )
+            )
         elif e.kind == "work":
-            docs.append(Doc(at["year"], e.name, (
-                f"{e.name} is {_article(str(f['form']))}, a work completed in {f['year']}. "
-                f"Its author is {ln['author']}.")))
+            docs.append(
+                Doc(
+                    at["year"],
+                    e.name,
+                    (
+                        f"{e.name} is {_article(str(f['form']))}, a work completed in {f['year']}. "
+                        f"Its author is {ln['author']}."
+                    ),
+                )
+            )
         else:
-            docs.append(Doc(at["year"], f"The {e.name}", (
-                f"The {e.name} was held in {ln['location']} in {f['year']}. It was organised "
-                f"by the {ln['organiser']}.")))
+            docs.append(
+                Doc(
+                    at["year"],
+                    f"The {e.name}",
+                    (
+                        f"The {e.name} was held in {ln['location']} in {f['year']}. It was organised "
+                        f"by the {ln['organiser']}."
+                    ),
+                )
+            )
     return docs
 
 

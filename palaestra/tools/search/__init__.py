@@ -16,6 +16,7 @@ __all__ = [
     "RemoteRetriever",
     "Retriever",
     "RetrieverError",
+    "RetrieverSpec",
     "SearchTool",
     "SimulatedRetriever",
     "clean_query",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,8 +47,10 @@ def parse_results(payload: Any, expected: int) -> list[list[Doc]]:
 
 
 def _doc(item: dict[str, Any]) -> Doc:
-    document = item["document"] if "document" in item else item
-    score = float(item.get("score", 0.0)) if "document" in item else 0.0
+    if "document" in item:  # with scores
+        document, score = item["document"], float(item.get("score", 0.0))
+    else:
+        document, score = item, 0.0
     contents = document.get("contents")
     if contents is None:  # some servers send title and text apart
         contents = f'"{document.get("title", "")}"\n{document.get("text", "")}'
@@ -80,24 +83,34 @@ class RemoteRetriever(Retriever):
         self.retries = retries
         self.backoff = backoff
         self._client: httpx.Client | None = None
+        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
+        self._async_clients = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         return f"RemoteRetriever({self.url!r})"
 
     def _payload(self, queries: Sequence[str], k: int) -> dict[str, Any]:
-        return {"queries": [clean_query(q) for q in queries], "topk": check_k(k), "return_scores": True}
+        return {
+            "queries": [clean_query(q) for q in queries],
+            "topk": check_k(k),
+            "return_scores": True,
+        }
 
     def _delay(self, attempt: int) -> float:
         return self.backoff * 2**attempt
 
-    def _outcome(self, response: httpx.Response | Exception, expected: int) -> list[list[Doc]] | str:
+    def _outcome(
+        self, response: httpx.Response | Exception, expected: int
+    ) -> list[list[Doc]] | str:
         """The docs, or why this attempt failed (retryable failures only; others raise)."""
         if isinstance(response, Exception):
             return f"{type(response).__name__}: {response}"
         if response.status_code in RETRYABLE_STATUS:
             return f"HTTP {response.status_code}"
         if response.status_code != 200:
-            raise RetrieverError(f"{self.url} answered HTTP {response.status_code}: {response.text[:200]}")
+            raise RetrieverError(
+                f"{self.url} answered HTTP {response.status_code}: {response.text[:200]}"
+            )
         try:
             payload = response.json()
         except ValueError:
@@ -105,7 +118,9 @@ class RemoteRetriever(Retriever):
         return parse_results(payload, expected)
 
     def _give_up(self, reason: str) -> RetrieverError:
-        return RetrieverError(f"retrieval server {self.url} failed {self.retries + 1} times ({reason})")
+        return RetrieverError(
+            f"retrieval server {self.url} failed {self.retries + 1} times ({reason})"
+        )
 
     def search_many(self, queries: Sequence[str], k: int) -> list[list[Doc]]:
         payload = self._payload(queries, k)
@@ -128,20 +143,35 @@ class RemoteRetriever(Retriever):
     async def asearch_many(self, queries: Sequence[str], k: int) -> list[list[Doc]]:
         """Async twin of :meth:`search_many`."""
         payload = self._payload(queries, k)
+        client = self._async_client()
         reason = ""
-        async with httpx.AsyncClient(timeout=self.timeout, headers=self.headers) as client:
-            for attempt in range(self.retries + 1):
-                try:
-                    response: httpx.Response | Exception = await client.post(self.url, json=payload)
-                except httpx.HTTPError as exc:
-                    response = exc
-                outcome = self._outcome(response, len(queries))
-                if not isinstance(outcome, str):
-                    return outcome
-                reason = outcome
-                if attempt < self.retries:
-                    await asyncio.sleep(self._delay(attempt))
+        for attempt in range(self.retries + 1):
+            try:
+                response: httpx.Response | Exception = await client.post(self.url, json=payload)
+            except httpx.HTTPError as exc:
+                response = exc
+            outcome = self._outcome(response, len(queries))
+            if not isinstance(outcome, str):
+                return outcome
+            reason = outcome
+            if attempt < self.retries:
+                await asyncio.sleep(self._delay(attempt))
         raise self._give_up(reason)
+
+    def _async_client(self) -> httpx.AsyncClient:
+        """The connection pool of the running event loop (a client is bound to its loop)."""
+        loop = asyncio.get_running_loop()
+        client = self._async_clients.get(loop)
+        if client is None:
+            client = httpx.AsyncClient(timeout=self.timeout, headers=self.headers)
+            self._async_clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the connection pool of the running event loop."""
+        client = self._async_clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
 
     async def asearch(self, query: str, k: int = 3) -> list[Doc]:
         return (await self.asearch_many([query], k))[0]

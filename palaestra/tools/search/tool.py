@@ -50,7 +50,9 @@ class SearchTool:
                 "description": DESCRIPTION,
                 "parameters": {
                     "type": "object",
-                    "properties": {"query": {"type": "string", "description": "what to search for"}},
+                    "properties": {
+                        "query": {"type": "string", "description": "what to search for"}
+                    },
                     "required": ["query"],
                 },
             },

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("bm25s", reason="the search tests need the 'search' extra")
 
-from palaestra.envs.search.world import World, build_world  # noqa: E402
-from palaestra.tools.search import BM25Retriever  # noqa: E402
+from palaestra.envs.search.world import World, build_world
+from palaestra.tools.search import BM25Retriever
 
 
 @pytest.fixture(scope="session")

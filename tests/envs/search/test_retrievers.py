@@ -21,11 +21,19 @@ DOCS = [
     Doc("1", "Charles Babbage", "Charles Babbage designed the Analytical Engine."),
     Doc("2", "Analytical Engine", "A mechanical general-purpose computer."),
 ]
-HOSTILE_QUERIES = ["", " ", "\x00", "a" * (1 << 20), ".*+?[(\\", "((((((((((a*)*)*)*)*)*)*)*)*)*$", "the of a"]
+HOSTILE_QUERIES = [
+    "",
+    " ",
+    "\x00",
+    "a" * (1 << 20),
+    ".*+?[(\\",
+    "((((((((((a*)*)*)*)*)*)*)*)*)*$",
+    "the of a",
+]
 
 
 def test_doc_contents_round_trip():
-    doc = Doc("7", "Title with \"quotes\"", "line one\nline two")
+    doc = Doc("7", 'Title with "quotes"', "line one\nline two")
     assert Doc.from_contents("7", doc.contents) == doc
     assert Doc.from_contents("8", "no title line") == Doc("8", "", "no title line")
 
@@ -49,7 +57,9 @@ def fresh_process(monkeypatch):
 def test_bm25_index_is_cached_on_disk_by_corpus_hash(tmp_path, fresh_process):
     first = BM25Retriever(DOCS, cache_dir=tmp_path)
     assert first.cached_on_disk and first.path.parent == tmp_path / "bm25"
-    changed = BM25Retriever([*DOCS[:2], Doc("2", "Analytical Engine", "changed")], cache_dir=tmp_path)
+    changed = BM25Retriever(
+        [*DOCS[:2], Doc("2", "Analytical Engine", "changed")], cache_dir=tmp_path
+    )
     assert changed.key != first.key
     assert sorted(p.name for p in (tmp_path / "bm25").iterdir()) == sorted([first.key, changed.key])
 
@@ -87,7 +97,9 @@ class Failing(Retriever):
 def test_search_tool_budget_wrapping_and_errors(tmp_path):
     tool = SearchTool(BM25Retriever(DOCS, cache_dir=tmp_path), k=1, max_calls=2, wrap="information")
     out = tool.call({"query": "Lovelace"})
-    assert out.startswith("<information>Doc 1(Title: Ada Lovelace)") and out.endswith("</information>")
+    assert out.startswith("<information>Doc 1(Title: Ada Lovelace)") and out.endswith(
+        "</information>"
+    )
     assert tool.call({"query": "zebra"}) == "<information>No documents found.</information>"
     assert tool.call({"query": "Lovelace"}).startswith("error: no searches left (2 used)")
     tool.reset()
@@ -121,7 +133,10 @@ def test_simulated_engine_writes_documents_with_the_noise_level():
 
     clean = SimulatedRetriever(PolicyAgent(scripted), noise=0.0)
     docs = clean.search("who founded the Quillon Institute", k=2)
-    assert [(d.title, d.text) for d in docs] == [("First", "The first document."), ("Second", "The second one.")]
+    assert [(d.title, d.text) for d in docs] == [
+        ("First", "The first document."),
+        ("Second", "The second one."),
+    ]
     assert prompts[-1].startswith(USEFUL.format(k=2)) and "Quillon Institute" in prompts[-1]
     SimulatedRetriever(PolicyAgent(scripted), noise=1.0).search("anything", k=2)
     assert prompts[-1].startswith(NOISY.format(k=2))

@@ -21,7 +21,10 @@ def test_response_shape_is_search_r1s(server_url, bm25):
     assert len(result) == 2 and result[1] == []
     expected = bm25.search("Lantern of Orinaes", 3)
     assert result[0] == [
-        {"document": {"id": d.id, "contents": f'"{d.title}"\n{d.text}'}, "score": pytest.approx(d.score)}
+        {
+            "document": {"id": d.id, "contents": f'"{d.title}"\n{d.text}'},
+            "score": pytest.approx(d.score),
+        }
         for d in expected
     ]
     plain = httpx.post(server_url, json={**body, "return_scores": False}).json()["result"]
@@ -124,7 +127,10 @@ def test_a_server_that_stays_down_is_an_observation():
     try:
         tool = SearchTool(RemoteRetriever(flaky.url, retries=1, backoff=0.01))
         out = tool.call({"query": "q"})
-        assert out.startswith("error: search failed: RetrieverError") and "failed 2 times (HTTP 503)" in out
+        assert (
+            out.startswith("error: search failed: RetrieverError")
+            and "failed 2 times (HTTP 503)" in out
+        )
     finally:
         flaky.close()
 
