@@ -1,17 +1,19 @@
-"""Search: documents and retrievers (local BM25, an HTTP server, a simulated engine) and the
-``search`` tool that envs add."""
+"""Search: documents and retrievers (local BM25 or dense, an HTTP server, a simulated engine)
+and the ``search`` tool that envs add."""
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from palaestra.tools.search.base import Doc, Retriever, clean_query, passages_text
 from palaestra.tools.search.bm25 import BM25Retriever
+from palaestra.tools.search.dense import DenseRetriever
 from palaestra.tools.search.remote import RemoteRetriever, RetrieverError
 from palaestra.tools.search.simulated import SimulatedRetriever
 from palaestra.tools.search.tool import SearchTool
 
 __all__ = [
     "BM25Retriever",
+    "DenseRetriever",
     "Doc",
     "RemoteRetriever",
     "Retriever",
@@ -25,8 +27,8 @@ __all__ = [
 ]
 
 RetrieverSpec = str | Mapping[str, Any] | Retriever
-"""``"bm25"``, a server URL, ``{"kind": "bm25" | "remote" | "simulated", **options}``, or a
-retriever object."""
+"""``"bm25"``, a server URL, ``{"kind": "bm25" | "dense" | "remote" | "simulated", **options}``,
+or a retriever object."""
 
 
 def make_retriever(spec: RetrieverSpec, corpus: Sequence[Doc] = ()) -> Retriever:
@@ -47,6 +49,8 @@ def make_retriever(spec: RetrieverSpec, corpus: Sequence[Doc] = ()) -> Retriever
     kind = options.pop("kind", None)
     if kind == "bm25":
         return BM25Retriever(corpus, **options)
+    if kind == "dense":
+        return DenseRetriever(corpus, **options)
     if kind == "remote":
         return RemoteRetriever(**options)
     if kind == "simulated":

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+
+import numpy as np
 import pytest
 
 from palaestra.agents import PolicyAgent
 from palaestra.tools.search import (
     BM25Retriever,
+    DenseRetriever,
     Doc,
     Retriever,
     SearchTool,
@@ -152,3 +157,32 @@ def test_simulated_engine_cuts_long_queries():
     engine = SimulatedRetriever(PolicyAgent(lambda obs: seen.append(obs) or engine_reply(obs)))
     engine.search("x" * (1 << 20), k=1)
     assert len(seen[0]) < MAX_QUERY_CHARS + 1000
+
+
+def hashed_bag_of_words(texts: list[str]) -> np.ndarray:
+    """A deterministic toy encoder: word counts hashed into 64 dimensions."""
+    vectors = np.zeros((len(texts), 64), dtype=np.float32)
+    for row, text in enumerate(texts):
+        for word in re.findall(r"\w+", text.lower()):
+            vectors[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % 64] += 1.0
+    return vectors
+
+
+def test_dense_retriever_ranks_by_cosine_and_caches_embeddings(tmp_path):
+    dense = DenseRetriever(DOCS, hashed_bag_of_words, encoder_name="toy", cache_dir=tmp_path)
+    hits = dense.search("Charles Babbage designed", k=2)
+    assert hits[0].id == "1" and hits[0].score > hits[1].score
+    assert dense.path.is_file()
+
+    def docs_must_not_be_embedded_again(texts):
+        assert len(texts) == 1, "the document embeddings were not loaded from the cache"
+        return hashed_bag_of_words(texts)
+
+    again = DenseRetriever(
+        DOCS, docs_must_not_be_embedded_again, encoder_name="toy", cache_dir=tmp_path
+    )
+    assert [d.id for d in again.search("Charles Babbage designed", k=2)] == [d.id for d in hits]
+    assert [again.search(q, k=2) for q in ("", " ", "\x00")] == [[], [], []]
+    assert len(again.search("a" * (1 << 20), k=2)) == 2
+    with pytest.raises(ValueError, match="encoder_name="):
+        DenseRetriever(DOCS, hashed_bag_of_words)
