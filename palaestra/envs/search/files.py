@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from palaestra.tasks import Problem
-from palaestra.tasks.files import Record, iter_records, read_problems, require_field
+from palaestra.tasks.files import Record, iter_records, read_problems
 from palaestra.tools.search.base import Doc
 
 ANSWER_FIELDS = ("golden_answers", "answers", "answer")
@@ -45,7 +45,9 @@ def _evidence_titles(row: Record) -> tuple[str, ...]:
 
 def qa_problem(row: Record, index: int) -> Problem:
     """A problem from one QA row (see the module docstring for the fields read)."""
-    question = require_field(row, "question", "question_field")
+    question = row.get("question")
+    if not isinstance(question, str):
+        raise ValueError(f"no string field 'question' (fields: {', '.join(sorted(row))})")
     problem_id = row.get("id", row.get("_id", index))
     metadata: dict[str, Any] = {"evidence_titles": _evidence_titles(row)}
     for key in ("type", "level"):
@@ -70,11 +72,12 @@ def load_corpus(path: str | Path) -> list[Doc]:
             if "contents" in row:
                 docs.append(Doc.from_contents(doc_id, str(row["contents"])))
             else:
-                docs.append(
-                    Doc(doc_id, str(row.get("title", "")), str(require_field(row, "text", "text")))
-                )
-        except ValueError as exc:
-            raise ValueError(f"{where}: {exc} (a document needs 'contents' or 'text')") from None
+                docs.append(Doc(doc_id, str(row.get("title", "")), str(row["text"])))
+        except KeyError:
+            fields = ", ".join(sorted(row))
+            raise ValueError(
+                f"{where}: a document needs 'contents' or 'text' (fields: {fields})"
+            ) from None
     if not docs:
         raise ValueError(f"corpus file {str(path)!r} has no documents")
     return docs

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from palaestra.tools.search.base import Doc
@@ -144,6 +145,7 @@ class World:
     works_by: dict[str, list[str]]
 
     def of_kind(self, kind: str) -> list[Entity]:
+        """Every entity of ``kind`` ("person", "place", "organisation", "work", "event")."""
         return [e for e in self.entities.values() if e.kind == kind]
 
     @functools.cached_property
@@ -159,11 +161,13 @@ class _Names:
         self.used: set[str] = set()
 
     def word(self, syllables: int) -> str:
+        """A capitalized made-up word."""
         rng = self.rng
         parts = [rng.choice(ONSETS) + rng.choice(VOWELS) for _ in range(syllables)]
         return ("".join(parts) + rng.choice(CODAS)).capitalize()
 
-    def unique(self, make) -> str:
+    def unique(self, make: Callable[[], str]) -> str:
+        """A name from ``make`` that was not drawn before."""
         for _ in range(1000):
             name = make()
             if name not in self.used:
@@ -171,7 +175,9 @@ class _Names:
                 return name
         raise RuntimeError("could not draw a unique name; the world is too large")
 
-    def similar(self, earlier: list[str], fresh, derive) -> str:
+    def similar(
+        self, earlier: list[str], fresh: Callable[[], str], derive: Callable[[str], str]
+    ) -> str:
         """A fresh name, or (with probability DISTRACTOR_SHARE) one derived from an earlier one."""
         if earlier and self.rng.random() < DISTRACTOR_SHARE:
             for _ in range(20):

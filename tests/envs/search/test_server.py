@@ -160,3 +160,25 @@ def test_env_searches_through_a_server(server_url):
     assert info["role"] == "tool" and observation.startswith("<information>Doc 1(Title:")
     _, reward, terminated, _, info = env.step(policy(observation))
     assert terminated and reward == 1.0 and info["success"]
+
+
+def test_cli_refuses_to_serve_beyond_loopback_without_a_token(monkeypatch):
+    from typer.testing import CliRunner
+
+    from palaestra.cli import app
+
+    monkeypatch.delenv("PALAESTRA_RETRIEVER_TOKEN", raising=False)
+    result = CliRunner().invoke(app, ["serve-retriever", "--host", "0.0.0.0"])
+    assert result.exit_code == 2 and "set a bearer token" in result.output
+
+
+def test_env_with_a_simulated_engine():
+    from palaestra.agents import PolicyAgent
+
+    engine = PolicyAgent(lambda prompt: "Title: Made up\nA document the engine wrote.")
+    env = palaestra.make(
+        "search:Synthetic-SearchR1-v0", retriever={"kind": "simulated", "agent": engine}
+    )
+    env.reset(seed=0)
+    observation, *_ = env.step("<search>anything</search>")
+    assert observation == "<information>Doc 1(Title: Made up) A document the engine wrote.</information>"
