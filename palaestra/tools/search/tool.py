@@ -19,7 +19,8 @@ NO_RESULTS = "No documents found."
 
 class SearchTool:
     """Search ``retriever`` for the top ``k`` documents; at most ``max_calls`` calls per
-    episode (None: no limit). A :class:`~palaestra.tools.Tool`."""
+    episode (None: no limit). A :class:`~palaestra.tools.Tool`; the retriever stays open
+    when the tool closes (its owner closes it)."""
 
     name = "search"
 
@@ -98,4 +99,4 @@ class SearchTool:
         self.calls = 0
 
     def close(self) -> None:
-        self.retriever.close()
+        """Nothing: the retriever belongs to whoever made it (a search env closes its own)."""
