@@ -64,13 +64,14 @@ def test_binding_beyond_loopback_needs_a_token():
 
 
 def test_fifty_concurrent_clients_are_all_answered(server_url):
-    async def client(i: int) -> int:
-        retriever = RemoteRetriever(server_url, timeout=60)
-        hits = await retriever.asearch(f"In what year was the Lantern of Orinaes completed {i}", 3)
-        return len(hits)
+    """50 requests in flight at once on loopback (one connection each); all answered."""
+    retriever = RemoteRetriever(server_url, timeout=60)
 
     async def main() -> list[int]:
-        return await asyncio.gather(*(client(i) for i in range(50)))
+        queries = [f"In what year was the Lantern of Orinaes completed {i}" for i in range(50)]
+        results = await asyncio.gather(*(retriever.asearch(q, 3) for q in queries))
+        await retriever.aclose()
+        return [len(hits) for hits in results]
 
     assert asyncio.run(main()) == [3] * 50
 
@@ -136,7 +137,7 @@ def test_a_server_that_stays_down_is_an_observation():
 
 
 def test_a_slow_server_times_out():
-    flaky = Flaky(failures=100, stall=1.0)
+    flaky = Flaky(failures=100, stall=0.3)
     try:
         retriever = RemoteRetriever(flaky.url, timeout=0.05, retries=1, backoff=0.0)
         with pytest.raises(RetrieverError, match="ReadTimeout"):
@@ -181,4 +182,7 @@ def test_env_with_a_simulated_engine():
     )
     env.reset(seed=0)
     observation, *_ = env.step("<search>anything</search>")
-    assert observation == "<information>Doc 1(Title: Made up) A document the engine wrote.</information>"
+    assert (
+        observation
+        == "<information>Doc 1(Title: Made up) A document the engine wrote.</information>"
+    )
