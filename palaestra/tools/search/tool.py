@@ -1,0 +1,102 @@
+"""The ``search`` tool: a query in, the top documents out, with a per-episode call budget.
+
+In the Search-R1 protocol (``wrap="information"``) results come back as
+``<information>Doc 1(Title: T) text ...</information>``; in the default tool-call format
+they are the tool message itself. A failing retriever (a server that is down or slow) gives
+an ``error: ...`` observation and the episode goes on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from palaestra.tools.search.base import Doc, Retriever, check_k, passages_text
+
+DESCRIPTION = "Search the knowledge base; returns the most relevant documents for the query."
+MAX_OUTPUT_CHARS = 8000
+NO_RESULTS = "No documents found."
+
+
+class SearchTool:
+    """Search ``retriever`` for the top ``k`` documents; at most ``max_calls`` calls per
+    episode (None: no limit). A :class:`~palaestra.tools.Tool`; the retriever stays open
+    when the tool closes (its owner closes it)."""
+
+    name = "search"
+
+    def __init__(
+        self,
+        retriever: Retriever,
+        *,
+        k: int = 3,
+        max_calls: int | None = None,
+        wrap: str | None = None,
+        max_output_chars: int = MAX_OUTPUT_CHARS,
+    ):
+        if max_calls is not None and max_calls < 1:
+            raise ValueError(f"max_calls must be >= 1 or None, got {max_calls}")
+        self.retriever = retriever
+        self.k = check_k(k)
+        self.max_calls = max_calls
+        self.wrap = wrap
+        self.max_output_chars = max_output_chars
+        self.calls = 0
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": DESCRIPTION,
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "what to search for"}
+                    },
+                    "required": ["query"],
+                },
+            },
+        }
+
+    def _admit(self, arguments: Any) -> tuple[str, str]:
+        """``(query, "")`` for a call that runs (counted), else ``("", refusal)``."""
+        query = arguments.get("query") if isinstance(arguments, dict) else None
+        if not isinstance(query, str) or set(arguments) != {"query"}:
+            return "", 'error: search takes one string argument, "query"'
+        if self.max_calls is not None and self.calls >= self.max_calls:
+            return "", f"error: no searches left ({self.max_calls} used); give your answer"
+        self.calls += 1
+        return query, ""
+
+    def render(self, docs: list[Doc]) -> str:
+        """The observation for ``docs``."""
+        text = passages_text(docs) if docs else NO_RESULTS
+        if len(text) > self.max_output_chars:
+            text = text[: self.max_output_chars] + " (truncated)"
+        return f"<{self.wrap}>{text}</{self.wrap}>" if self.wrap else text
+
+    def call(self, arguments: dict[str, Any]) -> str:
+        query, refusal = self._admit(arguments)
+        if refusal:
+            return refusal
+        try:
+            return self.render(self.retriever.search(query, self.k))
+        except Exception as error:  # the retriever failed: the agent sees it, the episode goes on
+            return f"error: search failed: {type(error).__name__}: {error}"
+
+    async def acall(self, arguments: dict[str, Any]) -> str:
+        query, refusal = self._admit(arguments)
+        if refusal:
+            return refusal
+        try:
+            return self.render(await self.retriever.asearch(query, self.k))
+        except Exception as error:
+            return f"error: search failed: {type(error).__name__}: {error}"
+
+    def reset(self) -> None:
+        """A new episode: the call budget is full again."""
+        self.calls = 0
+
+    def close(self) -> None:
+        """Nothing: the retriever belongs to whoever made it (a search env closes its own)."""
