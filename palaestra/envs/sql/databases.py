@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from palaestra.core.cache import cache_root
+
 GENERATOR_VERSION = 1
 
 FIRST_NAMES = (
@@ -512,13 +514,8 @@ DOMAINS: dict[str, Callable[[sqlite3.Connection, Gen], None]] = {
 
 
 def cache_dir() -> Path:
-    """Where generated databases live: ``sql/`` under ``$PALAESTRA_CACHE_DIR``, else under
-    ``$XDG_CACHE_HOME/palaestra``, else ``~/.cache/palaestra``."""
-    root = os.environ.get("PALAESTRA_CACHE_DIR")
-    if not root:
-        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        root = str(Path(xdg) / "palaestra")
-    return Path(root) / "sql"
+    """Where generated databases live: ``sql/`` under :func:`~palaestra.core.cache.cache_root`."""
+    return cache_root() / "sql"
 
 
 def database_path(domain: str, seed: int = 0, directory: str | Path | None = None) -> Path:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from palaestra.core.cache import cache_root
 from palaestra.tools.search.base import Doc, Retriever, check_k, clean_query
 
 INDEX_VERSION = "bm25s-en-stopwords-1"
@@ -41,14 +42,6 @@ def _bm25s() -> Any:
     return bm25s
 
 
-def default_cache_dir() -> Path:
-    """Where palaestra caches indexes (see the module docstring)."""
-    if explicit := os.environ.get("PALAESTRA_CACHE_DIR"):
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "palaestra"
-
-
 def corpus_hash(docs: Sequence[Doc]) -> str:
     """A hash of every document's id, title and text, and of :data:`INDEX_VERSION`."""
     digest = hashlib.sha256(INDEX_VERSION.encode())
@@ -65,7 +58,7 @@ def _tokenize(texts: list[str]) -> Any:
 
 class BM25Retriever(Retriever):
     """BM25 over ``docs`` (title and text indexed together); ``cache_dir=None`` uses
-    :func:`default_cache_dir`, ``cache=False`` builds in memory only."""
+    :func:`palaestra.core.cache.cache_root`, ``cache=False`` builds in memory only."""
 
     def __init__(
         self, docs: Sequence[Doc], *, cache_dir: str | Path | None = None, cache: bool = True
@@ -74,7 +67,7 @@ class BM25Retriever(Retriever):
             raise ValueError("BM25Retriever needs at least one document")
         self.docs = list(docs)
         self.key = corpus_hash(self.docs)
-        self.path = (Path(cache_dir) if cache_dir else default_cache_dir()) / "bm25" / self.key
+        self.path = (Path(cache_dir) if cache_dir else cache_root()) / "bm25" / self.key
         self.index = self._load_or_build(cache)
 
     def _load_or_build(self, cache: bool) -> Any:

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from palaestra.core.cache import cache_root
 from palaestra.tools.search.base import Doc, Retriever, check_k, clean_query
-from palaestra.tools.search.bm25 import corpus_hash, default_cache_dir
+from palaestra.tools.search.bm25 import corpus_hash
 
 Encoder = Callable[[list[str]], Any]
 """Texts -> an array of shape ``(len(texts), dim)``."""
@@ -71,9 +72,7 @@ class DenseRetriever(Retriever):
         self.encode = sentence_transformer(encoder) if isinstance(encoder, str) else encoder
         self.query_prefix = query_prefix
         key = hashlib.sha256(f"{corpus_hash(self.docs)}|{name}|{doc_prefix}".encode()).hexdigest()
-        self.path = (
-            (Path(cache_dir) if cache_dir else default_cache_dir()) / "dense" / f"{key[:32]}.npy"
-        )
+        self.path = (Path(cache_dir) if cache_dir else cache_root()) / "dense" / f"{key[:32]}.npy"
         self.embeddings = self._load_or_embed(doc_prefix, cache)
 
     def _load_or_embed(self, doc_prefix: str, cache: bool) -> np.ndarray:
