@@ -23,6 +23,7 @@ Queries in another dialect are transpiled to SQLite with ``sqlglot`` (``dialect=
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -66,7 +67,12 @@ READ_ONLY_MESSAGE = (
 
 
 class SQLError(Exception):
-    """A query that could not run: the message says why, in words an agent can act on."""
+    """A query that could not run: the message says why, in words an agent can act on.
+    ``syntax`` is whether it could not even be parsed (a malformed answer)."""
+
+    def __init__(self, message: str, *, syntax: bool = False) -> None:
+        super().__init__(message)
+        self.syntax = syntax
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,15 +127,12 @@ def connect_readonly(db_path: str | Path) -> sqlite3.Connection:
 
 
 def to_sqlite(sql: str, dialect: str | None = None) -> str:
-    """``sql`` checked (and transpiled from ``dialect``) with sqlglot; raises :class:`SQLError`
+    """``sql`` parsed (and transpiled from ``dialect``) with sqlglot; raises :class:`SQLError`
     with a readable message for a syntax error or for more than one statement."""
     import sqlglot
     from sqlglot.errors import ParseError, SqlglotError
 
-    if len(sql) > MAX_SQL_CHARS:
-        raise SQLError(f"the query is {len(sql)} characters long; the limit is {MAX_SQL_CHARS}")
-    if not sql.strip():
-        raise SQLError("the query is empty")
+    _check_size(sql)
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect or "sqlite") if s is not None]
     except ParseError as error:
@@ -139,14 +142,35 @@ def to_sqlite(sql: str, dialect: str | None = None) -> str:
             if details.get("highlight")
             else ""
         )
-        raise SQLError(f"syntax error{where}: {details.get('description') or error}") from None
+        message = f"syntax error{where}: {details.get('description') or error}"
+        raise SQLError(message, syntax=True) from None
     except (SqlglotError, RecursionError) as error:
-        raise SQLError(f"syntax error: {str(error)[:200] or type(error).__name__}") from None
+        message = f"syntax error: {str(error)[:200] or type(error).__name__}"
+        raise SQLError(message, syntax=True) from None
     if len(statements) != 1:
-        raise SQLError(f"give exactly one SQL statement, got {len(statements)}")
+        raise SQLError(f"give exactly one SQL statement, got {len(statements)}", syntax=True)
     if dialect in (None, "sqlite"):
         return sql.strip().rstrip(";")
     return statements[0].sql(dialect="sqlite")
+
+
+def _check_size(sql: str) -> None:
+    if len(sql) > MAX_SQL_CHARS:
+        raise SQLError(f"the query is {len(sql)} characters long; the limit is {MAX_SQL_CHARS}")
+    if not sql.strip():
+        raise SQLError("the query is empty", syntax=True)
+
+
+def _syntax_error(sql: str, sqlite_message: str) -> SQLError:
+    """The error for a query SQLite could not parse: sqlglot's message names where."""
+    try:
+        to_sqlite(sql)
+    except SQLError as error:
+        return error
+    return SQLError(f"syntax error: {sqlite_message}", syntax=True)
+
+
+_SQLITE_SYNTAX = ("syntax error", "incomplete input", "unrecognized token")
 
 
 def run_query(
@@ -156,9 +180,12 @@ def run_query(
     timeout: float = DEFAULT_TIMEOUT,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> QueryResult:
-    """Run one read-only query with a time limit (a progress handler interrupts it) and at
-    most ``max_rows`` rows fetched; raises :class:`SQLError` with the reason otherwise."""
+    """Run one read-only SQLite query with a time limit (a progress handler interrupts it)
+    and at most ``max_rows`` rows fetched; raises :class:`SQLError` with the reason
+    otherwise. SQLite parses the query; sqlglot only words the message of a syntax error."""
+    _check_size(sql)
     if not _READ_STATEMENT.match(sql):
+        to_sqlite(sql)  # a syntax error says so; a statement that parses is not a query
         raise SQLError(READ_ONLY_MESSAGE)
     deadline = _Deadline(time.perf_counter() + timeout)
     connection.set_progress_handler(deadline.expired, PROGRESS_OPCODES)
@@ -170,6 +197,12 @@ def run_query(
             raise SQLError(f"the query ran past the time limit of {timeout:g} s") from None
         if "not authorized" in str(error):
             raise SQLError(READ_ONLY_MESSAGE) from None
+        if any(marker in str(error) for marker in _SQLITE_SYNTAX):
+            raise _syntax_error(sql, str(error)) from None
+        raise SQLError(f"error: {error}") from None
+    except sqlite3.ProgrammingError as error:
+        if "one statement at a time" in str(error):
+            raise SQLError("give exactly one SQL statement", syntax=True) from None
         raise SQLError(f"error: {error}") from None
     except (sqlite3.Error, OverflowError, MemoryError, ValueError, RecursionError) as error:
         raise SQLError(f"error: {error}") from None
@@ -179,6 +212,7 @@ def run_query(
     return QueryResult(columns, rows[:max_rows], truncated=len(rows) > max_rows)
 
 
+@functools.lru_cache(maxsize=4096)
 def orders_rows(sql: str) -> bool:
     """Whether the outermost statement of ``sql`` has an ORDER BY (its row order is part of
     the answer)."""
@@ -251,7 +285,9 @@ def execution_match(
     """1.0 when ``predicted_sql`` returns the same result as ``gold_sql`` on ``db_path``
     (rules in the module docstring), else 0.0. Never raises for a bad predicted query."""
     try:
-        predicted = to_sqlite(predicted_sql, dialect)
+        predicted = (
+            predicted_sql if dialect in (None, "sqlite") else to_sqlite(predicted_sql, dialect)
+        )
     except SQLError:
         return 0.0
     connection = connect_readonly(db_path)

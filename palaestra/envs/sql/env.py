@@ -41,7 +41,6 @@ from palaestra.verifiers.sql import (
     orders_rows,
     results_match,
     run_query,
-    to_sqlite,
 )
 
 REWARDS = ("execution", "skyrl")
@@ -125,20 +124,16 @@ class SQLEnv(AnswerEnv):
         malformed = -1.0 if self.reward == "skyrl" else 0.0
         sql = extract_sql(action)
         if sql is None:
-            return Grade(
-                malformed,
-                False,
-                "No query found: give it in <solution>...</solution>.",
-                {"malformed": 1.0},
-            )
-        try:
-            sql = to_sqlite(sql)
-        except SQLError as error:
-            return Grade(malformed, False, f"The query does not parse: {error}", {"malformed": 1.0})
+            feedback = "No query found: give it in <solution>...</solution>."
+            return Grade(malformed, False, feedback, {"malformed": 1.0})
         gold = self.query(problem.answer)  # a failing gold query is a broken task: raise
         try:
             result = self.query(sql)
         except SQLError as error:
+            if error.syntax:
+                return Grade(
+                    malformed, False, f"The query does not parse: {error}", {"malformed": 1.0}
+                )
             return Grade(0.0, False, f"The query failed: {error}", {"execution_error": 1.0})
         if not result.truncated and results_match(
             result.rows, gold.rows, ordered=orders_rows(problem.answer)
@@ -247,7 +242,7 @@ class SQLExplorer:
             query: one SELECT (or WITH) statement
         """
         try:
-            result = self.env.query(to_sqlite(query), max_rows=self.max_rows)
+            result = self.env.query(query, max_rows=self.max_rows)
         except SQLError as error:
             raise ToolError(str(error)) from None
         return format_rows(result.columns, result.rows, result.truncated, self.max_rows)
