@@ -17,8 +17,10 @@ Rules of :func:`execution_match` (the predicted query matches the gold one when)
   the cap scores 0. A gold query that fails raises :class:`SQLError` (a broken task is not
   a wrong answer).
 
-Queries in another dialect are transpiled to SQLite with ``sqlglot`` (``dialect="mysql"``,
-``"postgres"``...), which also gives syntax errors a readable message.
+Queries in another dialect are transpiled with ``sqlglot`` (``dialect="mysql"``,
+``"postgres"``...), which also gives syntax errors a readable message. ``backend="duckdb"``
+(extra ``duckdb``) runs the queries on DuckDB instead of SQLite
+(:mod:`palaestra.verifiers.sql_duckdb`).
 """
 
 from __future__ import annotations
@@ -129,12 +131,18 @@ def connect_readonly(db_path: str | Path) -> sqlite3.Connection:
 def to_sqlite(sql: str, dialect: str | None = None) -> str:
     """``sql`` parsed (and transpiled from ``dialect``) with sqlglot; raises :class:`SQLError`
     with a readable message for a syntax error or for more than one statement."""
+    return transpile(sql, dialect or "sqlite", "sqlite")
+
+
+def transpile(sql: str, read: str, write: str) -> str:
+    """``sql`` of dialect ``read`` as dialect ``write`` (unchanged when they are the same),
+    checked by sqlglot: :class:`SQLError` for a syntax error or several statements."""
     import sqlglot
     from sqlglot.errors import ParseError, SqlglotError
 
-    _check_size(sql)
+    check_size(sql)
     try:
-        statements = [s for s in sqlglot.parse(sql, read=dialect or "sqlite") if s is not None]
+        statements = [s for s in sqlglot.parse(sql, read=read) if s is not None]
     except ParseError as error:
         details = error.errors[0] if error.errors else {}
         where = (
@@ -149,12 +157,13 @@ def to_sqlite(sql: str, dialect: str | None = None) -> str:
         raise SQLError(message, syntax=True) from None
     if len(statements) != 1:
         raise SQLError(f"give exactly one SQL statement, got {len(statements)}", syntax=True)
-    if dialect in (None, "sqlite"):
+    if read == write:
         return sql.strip().rstrip(";")
-    return statements[0].sql(dialect="sqlite")
+    return statements[0].sql(dialect=write)
 
 
-def _check_size(sql: str) -> None:
+def check_size(sql: str) -> None:
+    """Refuse an empty query or one over :data:`MAX_SQL_CHARS` characters."""
     if len(sql) > MAX_SQL_CHARS:
         raise SQLError(f"the query is {len(sql)} characters long; the limit is {MAX_SQL_CHARS}")
     if not sql.strip():
@@ -183,7 +192,7 @@ def run_query(
     """Run one read-only SQLite query with a time limit (a progress handler interrupts it)
     and at most ``max_rows`` rows fetched; raises :class:`SQLError` with the reason
     otherwise. SQLite parses the query; sqlglot only words the message of a syntax error."""
-    _check_size(sql)
+    check_size(sql)
     if not _READ_STATEMENT.match(sql):
         to_sqlite(sql)  # a syntax error says so; a statement that parses is not a query
         raise SQLError(READ_ONLY_MESSAGE)
@@ -210,6 +219,74 @@ def run_query(
         connection.set_progress_handler(None, 0)
     columns = [d[0] for d in cursor.description or ()]
     return QueryResult(columns, rows[:max_rows], truncated=len(rows) > max_rows)
+
+
+class SQLiteDatabase:
+    """A read-only SQLite database (:func:`connect_readonly`); the DuckDB backend
+    (:class:`~palaestra.verifiers.sql_duckdb.DuckDBDatabase`) has the same methods."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.connection = connect_readonly(self.path)
+
+    def query(
+        self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
+    ) -> QueryResult:
+        return run_query(self.connection, sql, timeout=timeout, max_rows=max_rows)
+
+    def tables(self) -> list[str]:
+        rows = self.connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+        )
+        return [row[0] for row in rows]
+
+    def describe(self, table: str) -> str:
+        """Columns (name, type, NOT NULL, PRIMARY KEY) and foreign keys of ``table``."""
+        quoted = '"' + table.replace('"', '""') + '"'
+        columns = self.connection.execute(f"PRAGMA table_info({quoted})").fetchall()
+        keys = self.connection.execute(f"PRAGMA foreign_key_list({quoted})").fetchall()
+        lines = [
+            f"{name} {kind}{' NOT NULL' if notnull else ''}{' PRIMARY KEY' if pk else ''}"
+            for _, name, kind, notnull, _, pk in columns
+        ]
+        return "\n".join(lines + [f"{row[3]} REFERENCES {row[2]}({row[4]})" for row in keys])
+
+    def schema(self) -> str:
+        """The ``CREATE TABLE`` statements, one per line."""
+        rows = self.connection.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL ORDER BY rowid"
+        )
+        return "\n".join(" ".join(row[0].split()) + ";" for row in rows)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+BACKENDS = ("sqlite", "duckdb")
+
+
+def open_database(path: str | Path, backend: str = "sqlite") -> Any:
+    """A read-only database of ``backend``: ``path`` is a SQLite file, for DuckDB too (its
+    DuckDB copy is built once, :func:`~palaestra.verifiers.sql_duckdb.duckdb_copy`)."""
+    if backend == "sqlite":
+        return SQLiteDatabase(path)
+    if backend == "duckdb":
+        from palaestra.verifiers.sql_duckdb import DuckDBDatabase, duckdb_copy
+
+        return DuckDBDatabase(duckdb_copy(path))
+    raise ValueError(f"unknown SQL backend {backend!r}; choose one of {BACKENDS}")
+
+
+@functools.lru_cache(maxsize=4096)
+def transpile_gold(sql: str, dialect: str) -> str:
+    """A SQLite gold query in ``dialect`` (cached: gold queries repeat)."""
+    if dialect == "sqlite":
+        return sql
+    import sqlglot
+
+    return sqlglot.transpile(sql, read="sqlite", write=dialect)[0]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -281,29 +358,36 @@ def execution_match(
     max_rows: int = DEFAULT_MAX_ROWS,
     float_tolerance: float = 1e-6,
     dialect: str | None = None,
+    backend: str = "sqlite",
 ) -> float:
     """1.0 when ``predicted_sql`` returns the same result as ``gold_sql`` on ``db_path``
-    (rules in the module docstring), else 0.0. Never raises for a bad predicted query."""
+    (rules in the module docstring), else 0.0. Never raises for a bad predicted query.
+    ``backend="duckdb"`` runs both on the DuckDB copy of the SQLite file ``db_path``; the
+    gold query is SQLite's (transpiled), the predicted one DuckDB's (or ``dialect``'s)."""
+    database = open_database(db_path, backend)
     try:
-        predicted = (
-            predicted_sql if dialect in (None, "sqlite") else to_sqlite(predicted_sql, dialect)
-        )
-    except SQLError:
-        return 0.0
-    connection = connect_readonly(db_path)
-    try:
-        gold = run_query(connection, gold_sql, timeout=timeout, max_rows=max_rows)
+        target = database.dialect
+        try:
+            predicted = (
+                predicted_sql
+                if dialect in (None, target)
+                else transpile(predicted_sql, dialect, target)
+            )
+        except SQLError:
+            return 0.0
+        gold = database.query(transpile_gold(gold_sql, target), timeout=timeout, max_rows=max_rows)
         if gold.truncated:
             raise SQLError(f"the gold query returns more than max_rows={max_rows} rows")
         try:
-            result = run_query(connection, predicted, timeout=timeout, max_rows=max_rows)
+            result = database.query(predicted, timeout=timeout, max_rows=max_rows)
         except SQLError:
             return 0.0
     finally:
-        connection.close()
+        database.close()
     if result.truncated:
         return 0.0
     ordered = orders_rows(gold_sql)
-    return float(
-        results_match(result.rows, gold.rows, ordered=ordered, float_tolerance=float_tolerance)
+    matched = results_match(
+        result.rows, gold.rows, ordered=ordered, float_tolerance=float_tolerance
     )
+    return float(matched)

@@ -13,12 +13,18 @@ pytest.importorskip("sqlglot", reason="needs the 'sql' extra (sqlglot)")
 
 import palaestra
 from palaestra.core.tool_calls import ToolCall, tool_format
-from palaestra.envs.sql.databases import DOMAINS, database_path, schema_text
+from palaestra.envs.sql.databases import DOMAINS, database_path
 from palaestra.envs.sql.dataset import SQLDataset
 from palaestra.envs.sql.env import SQLToolEnv, extract_sql
 from palaestra.envs.sql.questions import INTENTS, LEVELS, generate_question
 from palaestra.testing import check_env, play
-from palaestra.verifiers.sql import connect_readonly, run_query
+from palaestra.verifiers.sql import (
+    SQLiteDatabase,
+    connect_readonly,
+    execution_match,
+    open_database,
+    run_query,
+)
 
 SQL_IDS = [
     "sql:Shop-v0",
@@ -172,7 +178,9 @@ def test_exploration_tools():
     assert call("describe_table", table="nope").startswith("error: describe_table: no table 'nope'")
     rows = call("sql", query="SELECT id FROM books ORDER BY id")
     assert rows.split("\n") == ["id", "1", "2", "3", "(only the first 3 rows are shown)"]
-    assert call("sql", query="SELECT name FROM books WHERE (").startswith("error: sql: syntax error")
+    assert call("sql", query="SELECT name FROM books WHERE (").startswith(
+        "error: sql: syntax error"
+    )
 
 
 def test_sql_tag_variant_explores_with_sql_tags():
@@ -236,6 +244,73 @@ def test_garbage_actions_never_raise(env_id):
                 env.step(action)
 
 
-def test_schema_text_lists_create_statements():
-    text = schema_text(database_path("hospital"))
+def test_schema_lists_create_statements():
+    text = SQLiteDatabase(database_path("hospital")).schema()
     assert text.count("CREATE TABLE") == 4 and "REFERENCES patients(id)" in text
+
+
+@pytest.mark.parametrize("domain", sorted(DOMAINS))
+def test_duckdb_backend_same_env_api(domain):
+    pytest.importorskip("duckdb", reason="needs the 'duckdb' extra")
+    env = palaestra.make(f"sql:{domain.title()}-v0", backend="duckdb")
+    for seed in range(12):
+        transcript = play(env, seed)
+        assert transcript[-1][5] is True, (domain, seed)
+    env.reset(seed=0)
+    assert env.step("<solution>SELECT 1 WHERE FALSE</solution>")[1] == 0.0
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "COPY (SELECT 1) TO '{out}'",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "ATTACH '{out}.duckdb' AS evil",
+        "INSTALL httpfs",
+        "SET threads = 64",
+        "CREATE TABLE x AS SELECT 1",
+        "DELETE FROM orders",
+        "SELECT * FROM orders; DELETE FROM orders",
+    ],
+)
+def test_duckdb_backend_refuses_writes_and_external_access(attack, tmp_path):
+    pytest.importorskip("duckdb", reason="needs the 'duckdb' extra")
+    env = palaestra.make("sql:Shop-Tools-v0", backend="duckdb")
+    env.reset(seed=0)
+    out = tmp_path / "leak.csv"
+    query = attack.format(out=out)
+    call = tool_format("hermes").format(ToolCall("sql", {"query": query}), env.tools)
+    observation, _, terminated, *_ = env.step(call)
+    assert observation.startswith("error") and not terminated, (attack, observation)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_duckdb_runaway_query_is_interrupted():
+    pytest.importorskip("duckdb", reason="needs the 'duckdb' extra")
+    env = palaestra.make("sql:Shop-Tools-v0", backend="duckdb", timeout=0.3)
+    env.reset(seed=0)
+    runaway = (
+        "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT COUNT(*) FROM c"
+    )
+    observation = env.step(
+        tool_format("hermes").format(ToolCall("sql", {"query": runaway}), env.tools)
+    )[0]
+    assert "time limit" in observation
+
+
+def test_duckdb_copy_keeps_rows_nulls_and_text():
+    pytest.importorskip("duckdb", reason="needs the 'duckdb' extra")
+    path = database_path("shop")
+    lite, duck = open_database(path), open_database(path, "duckdb")
+    for sql in [
+        "SELECT COUNT(*), COUNT(email), SUM(CASE WHEN name LIKE '%''%' THEN 1 ELSE 0 END) FROM customers",
+        "SELECT name, city FROM customers ORDER BY id LIMIT 50",
+        "SELECT COUNT(*), SUM(quantity) FROM order_items",
+    ]:
+        assert lite.query(sql).rows == duck.query(sql).rows, sql
+    assert (
+        execution_match(
+            "SELECT COUNT(*) FROM orders", "SELECT COUNT(id) FROM orders", path, backend="duckdb"
+        )
+        == 1.0
+    )

@@ -543,15 +543,3 @@ def database_path(domain: str, seed: int = 0, directory: str | Path | None = Non
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
-
-
-def schema_text(db_path: str | Path) -> str:
-    """The ``CREATE TABLE`` statements of a database: what a single-turn prompt shows."""
-    connection = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        rows = connection.execute(
-            "SELECT sql FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL ORDER BY rowid"
-        ).fetchall()
-    finally:
-        connection.close()
-    return ";\n".join(" ".join(row[0].split()) for row in rows) + ";"

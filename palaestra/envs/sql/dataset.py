@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from palaestra.envs.sql.databases import cache_dir, schema_text
+from palaestra.envs.sql.databases import cache_dir
 from palaestra.envs.sql.env import SQLEnv
 from palaestra.tasks import Problem, row_for_reset
 from palaestra.tasks.files import LazyProblems, Record, read_problems, require_field
@@ -87,7 +87,8 @@ class SQLDataset(SQLEnv):
         if not isinstance(gold, str):
             raise ValueError(f"row {index}: no gold query (a 'query' or 'SQL' field)")
         db_path = database_file(self.db_dir, db_id)
-        prompt = self.prompt(schema_text(db_path), str(question), row.get("evidence") or None)
+        schema = self.database(db_path).schema()
+        prompt = self.prompt(schema, str(question), row.get("evidence") or None)
         data = {"db_path": str(db_path), "db_id": db_id}
         return Problem(prompt, gold, id=str(row.get("question_id", index)), data=data)
 

@@ -20,7 +20,6 @@ agent runs changes what any episode sees.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,19 +27,22 @@ from typing import Any
 from palaestra.core.env import Policy
 from palaestra.core.tool_calls import ToolCall
 from palaestra.envs.base import AnswerEnv, Grade
-from palaestra.envs.sql.databases import DOMAINS, database_path, schema_text
+from palaestra.envs.sql.databases import DOMAINS, database_path
 from palaestra.envs.sql.questions import LEVELS, generate_question
 from palaestra.envs.tool_env import ToolEnv
 from palaestra.tasks import Problem
 from palaestra.tools import FunctionTool, ToolError
 from palaestra.verifiers.extract import last_tagged
 from palaestra.verifiers.sql import (
+    BACKENDS,
     DEFAULT_MAX_ROWS,
+    QueryResult,
     SQLError,
-    connect_readonly,
+    SQLiteDatabase,
+    open_database,
     orders_rows,
     results_match,
-    run_query,
+    transpile_gold,
 )
 
 REWARDS = ("execution", "skyrl")
@@ -79,6 +81,7 @@ class SQLEnv(AnswerEnv):
     def __init__(
         self,
         *,
+        backend: str = "sqlite",
         reward: str = "execution",
         timeout: float = 5.0,
         max_rows: int = DEFAULT_MAX_ROWS,
@@ -92,7 +95,10 @@ class SQLEnv(AnswerEnv):
         self.reward_range = (-1.0, 1.0) if reward == "skyrl" else (0.0, 1.0)
         self.timeout = timeout
         self.max_rows = max_rows
-        self._connections: dict[Path, sqlite3.Connection] = {}
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+        self.backend = backend
+        self._databases: dict[Path, Any] = {}
 
     # -- the database of the current problem ------------------------------------------------
 
@@ -100,25 +106,24 @@ class SQLEnv(AnswerEnv):
     def db_path(self) -> Path:
         return Path(self.problem.data["db_path"])
 
-    def connection(self, path: Path | None = None) -> sqlite3.Connection:
-        """The read-only connection to ``path`` (default: this problem's database)."""
+    def database(self, path: Path | None = None) -> Any:
+        """The read-only database at ``path`` (default: this problem's), on this env's
+        backend (:func:`palaestra.verifiers.sql.open_database`)."""
         path = path or self.db_path
-        if path not in self._connections:
-            self._connections[path] = connect_readonly(path)
-        return self._connections[path]
+        if path not in self._databases:
+            self._databases[path] = open_database(path, self.backend)
+        return self._databases[path]
 
-    def query(self, sql: str, max_rows: int | None = None):
+    def query(self, sql: str, max_rows: int | None = None) -> QueryResult:
         """Run ``sql`` on this problem's database (read-only, time limit, row cap)."""
-        return run_query(
-            self.connection(), sql, timeout=self.timeout, max_rows=max_rows or self.max_rows
-        )
+        return self.database().query(sql, timeout=self.timeout, max_rows=max_rows or self.max_rows)
 
     # -- grading ----------------------------------------------------------------------------
 
     @staticmethod
     def prompt(schema: str, question: str, evidence: str | None = None) -> str:
         hint = f"\nHint: {evidence}" if evidence else ""
-        return f"Database schema (SQLite):\n{schema}\n\nQuestion: {question}{hint}"
+        return f"Database schema:\n{schema}\n\nQuestion: {question}{hint}"
 
     def grade(self, action: str, problem: Problem) -> Grade:
         malformed = -1.0 if self.reward == "skyrl" else 0.0
@@ -126,7 +131,8 @@ class SQLEnv(AnswerEnv):
         if sql is None:
             feedback = "No query found: give it in <solution>...</solution>."
             return Grade(malformed, False, feedback, {"malformed": 1.0})
-        gold = self.query(problem.answer)  # a failing gold query is a broken task: raise
+        gold_sql = transpile_gold(problem.answer, self.database().dialect)
+        gold = self.query(gold_sql)  # a failing gold query is a broken task: raise
         try:
             result = self.query(sql)
         except SQLError as error:
@@ -151,9 +157,9 @@ class SQLEnv(AnswerEnv):
         return f"{self.db_path.name}: {self._problem.prompt.rsplit('Question: ', 1)[-1]}"
 
     def close(self) -> None:
-        for connection in self._connections.values():
-            connection.close()
-        self._connections.clear()
+        for database in self._databases.values():
+            database.close()
+        self._databases.clear()
         super().close()
 
 
@@ -177,20 +183,29 @@ class SyntheticSQL(SQLEnv):
         self.domains = sorted(DOMAINS) if domain == "mixed" else [domain]
         self.levels = PRESETS[difficulty]
         self.db_seed = db_seed
+        self._sources: dict[Path, SQLiteDatabase] = {}
 
     def new_problem(self, seed: int | None, options: dict[str, Any]) -> Problem:
         domain = self.domains[int(self.np_random.integers(len(self.domains)))]
         path = database_path(domain, self.db_seed)
-        question = generate_question(
-            domain, self.connection(path), self.np_random, levels=self.levels
-        )
+        if path not in self._sources:  # questions draw their values with SQLite, any backend
+            self._sources[path] = SQLiteDatabase(path)
+        source = self._sources[path].connection
+        question = generate_question(domain, source, self.np_random, levels=self.levels)
         data = {
             "db_path": str(path),
             "domain": domain,
             "level": question.level,
             "intent": question.intent,
         }
-        return Problem(self.prompt(schema_text(path), question.text), question.gold_sql, data=data)
+        schema = self.database(path).schema()
+        return Problem(self.prompt(schema, question.text), question.gold_sql, data=data)
+
+    def close(self) -> None:
+        for source in self._sources.values():
+            source.close()
+        self._sources.clear()
+        super().close()
 
     def render_text(self) -> str:
         if self._problem is None:
@@ -207,15 +222,9 @@ class SQLExplorer:
         self.env = env
         self.max_rows = max_rows
 
-    def tables(self) -> list[str]:
-        rows = self.env.query(
-            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
-        ).rows
-        return [row[0] for row in rows]
-
     def list_tables(self) -> str:
         """List the tables of the database."""
-        return "\n".join(self.tables())
+        return "\n".join(self.env.database().tables())
 
     def describe_table(self, table: str) -> str:
         """Show a table's columns (name, type, nullability, key) and its foreign keys.
@@ -223,17 +232,10 @@ class SQLExplorer:
         Args:
             table: the table's name, as list_tables gives it
         """
-        if table not in self.tables():
-            raise ToolError(f"no table {table!r}; tables: {', '.join(self.tables())}")
-        quoted = '"' + table.replace('"', '""') + '"'
-        columns = self.env.query(f"PRAGMA table_info({quoted})").rows
-        keys = self.env.query(f"PRAGMA foreign_key_list({quoted})").rows
-        lines = [
-            f"{name} {kind}{' NOT NULL' if notnull else ''}{' PRIMARY KEY' if pk else ''}"
-            for _, name, kind, notnull, _, pk in columns
-        ]
-        lines += [f"{row[3]} REFERENCES {row[2]}({row[4]})" for row in keys]
-        return "\n".join(lines)
+        tables = self.env.database().tables()
+        if table not in tables:
+            raise ToolError(f"no table {table!r}; tables: {', '.join(tables)}")
+        return self.env.database().describe(table)
 
     def sql(self, query: str) -> str:
         """Run a read-only SQLite query and see its first rows.
