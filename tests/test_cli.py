@@ -1,5 +1,7 @@
 from typer.testing import CliRunner
 
+import palaestra
+
 from palaestra.cli import app
 
 runner = CliRunner()
@@ -9,7 +11,7 @@ def test_list_shows_ids_with_family_turns_and_tools():
     result = runner.invoke(app, ["list", "game:*"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     assert "game:Wordle-Hard-v0" in result.output and "difficulty=hard" in result.output
-    assert "9 environments" in result.output
+    assert f"{len(palaestra.list_envs('game:*'))} environments" in result.output
 
 
 def test_list_with_no_match_fails():
@@ -32,8 +34,6 @@ def test_show_unknown_id_suggests():
 def test_play_reads_moves_until_the_game_ends():
     # Binary search on 1..20 finds any number within 5 guesses; replaying the same seed's
     # oracle moves through the CLI must end in success.
-    import palaestra
-
     env = palaestra.make("game:GuessTheNumber-Easy-v0")
     observation, _ = env.reset(seed=4)
     oracle, moves = env.oracle(), []
