@@ -12,3 +12,4 @@ register(
 register("game:Wordle-v0", "palaestra.envs.games.wordle:Wordle", variants=_VARIANTS)
 register("game:TicTacToe-v0", "palaestra.envs.games.tic_tac_toe:TicTacToe", variants=_VARIANTS)
 register("game:TowerOfHanoi-v0", "palaestra.envs.games.hanoi:TowerOfHanoi", variants=_VARIANTS)
+register("game:Mastermind-v0", "palaestra.envs.games.mastermind:Mastermind", variants=_VARIANTS)
