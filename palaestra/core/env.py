@@ -58,6 +58,10 @@ class Env(gym.Env[str, str]):
     """How many problems the env's task source holds (None: generated without end); dataset
     envs serve row ``i`` for ``reset(options={"index": i})``."""
 
+    oracle_always_wins: bool = True
+    """Whether the oracle wins every episode; False where chance can defeat the best policy
+    (slippery ice): the contract checker then only asks that it beat random actions."""
+
     tool_format: str = "hermes"
     """Name of the tool-call format this env reads (:mod:`palaestra.core.tool_calls`)."""
 

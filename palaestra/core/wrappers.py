@@ -2,7 +2,7 @@
 
 A :class:`Wrapper` is itself an :class:`~palaestra.core.env.Env`, so a wrapped env registers,
 runs in the runner, evaluates and trains like any other. It forwards what describes the
-env (``system_prompt``, ``tools``, ``tool_format``, ``max_turns``, ``reward_range``, the
+env (``system_prompt``, ``tools``, ``tool_format``, ``max_turns``, ``reward_range``, ``oracle_always_wins``, the
 oracle, random actions, rendering) and any other public attribute to the env it wraps.
 
 Most wrappers change what comes back, not how the env is called: they override the hooks
@@ -94,6 +94,10 @@ class Wrapper(Env):
     @property
     def problem_count(self) -> int | None:  # type: ignore[override]
         return self.env.problem_count
+
+    @property
+    def oracle_always_wins(self) -> bool:  # type: ignore[override]
+        return self.env.oracle_always_wins
 
     @property
     def steps_inline(self) -> bool:

@@ -136,13 +136,15 @@ def check_async_twins(make: Callable[[], Env]) -> None:
 
 
 def check_oracle(make: Callable[[], Env], seeds: tuple[int, ...] = SEEDS) -> None:
-    """The oracle (if any) succeeds on every seed and beats random actions by 0.3 return."""
+    """The oracle (if any) succeeds on every seed (unless ``env.oracle_always_wins`` is
+    False) and beats random actions by 0.3 return."""
     env = make()
     if not has_oracle(env):
         return
     oracle = [play(env, seed, "oracle") for seed in seeds]
     random = [play(env, seed, "random", rng_seed=10_000 + seed) for seed in seeds]
-    assert all(t[-1][5] is True for t in oracle), "the oracle must succeed on every seed"
+    if env.oracle_always_wins:
+        assert all(t[-1][5] is True for t in oracle), "the oracle must succeed on every seed"
     oracle_return = np.mean([sum(step[2] for step in t[1:]) for t in oracle])
     random_return = np.mean([sum(step[2] for step in t[1:]) for t in random])
     assert oracle_return >= random_return + 0.3, (

@@ -13,3 +13,8 @@ register("game:Wordle-v0", "palaestra.envs.games.wordle:Wordle", variants=_VARIA
 register("game:TicTacToe-v0", "palaestra.envs.games.tic_tac_toe:TicTacToe", variants=_VARIANTS)
 register("game:TowerOfHanoi-v0", "palaestra.envs.games.hanoi:TowerOfHanoi", variants=_VARIANTS)
 register("game:Mastermind-v0", "palaestra.envs.games.mastermind:Mastermind", variants=_VARIANTS)
+register(
+    "game:FrozenLake-v0",
+    "palaestra.envs.games.frozen_lake:FrozenLake",
+    variants={**_VARIANTS, "Slippery": {"difficulty": "easy", "slippery": True}},
+)

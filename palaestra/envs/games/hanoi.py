@@ -1,4 +1,4 @@
-"""Tower of Hanoi: move every disk from peg A to peg C, one at a time, never a larger one on
+"""Tower of Hanoi: move the stack to another peg, one disk at a time, never a larger disk on
 top of a smaller one."""
 
 from __future__ import annotations
@@ -47,13 +47,14 @@ def next_optimal_move(pegs: Pegs, disks: int, target: int = 2) -> tuple[int, int
 
 
 class TowerOfHanoi(TurnBasedEnv):
-    """Move the stack from peg A to peg C (one disk per turn, never onto a smaller disk).
+    """Move the stack from its peg to the target peg (one disk per turn, never onto a smaller
+    disk); the seed picks both pegs.
 
-    Reward: 1 when the last disk lands and the stack is complete on C; 0 otherwise. A
+    Reward: 1 when the last disk lands and the stack is complete on the target; 0 otherwise. A
     malformed or illegal move costs a turn and is explained. ``max_turns`` defaults to twice
     the optimal ``2**disks - 1`` moves. ``shaping > 0`` adds a potential-based per-turn reward:
     ``shaping`` times the change in the share of disks already stacked in their final place
-    on C (from the largest up), so it sums to ``shaping`` over any win.
+    on the target (from the largest up), so it sums to ``shaping`` over any win.
     """
 
     threaded_step = False
@@ -81,16 +82,20 @@ class TowerOfHanoi(TurnBasedEnv):
         self.shaping = shaping
         self.reward_range = (0.0, 1.0 + shaping)
         self.pegs: list[list[int]] = [[], [], []]
+        self.target = 2
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> ResetResult:
         super().reset(seed=seed)
-        self.pegs = [list(range(self.disks, 0, -1)), [], []]
+        source, self.target = (int(p) for p in self.np_random.choice(3, size=2, replace=False))
+        self.pegs = [[], [], []]
+        self.pegs[source] = list(range(self.disks, 0, -1))
         self.start()
         task = (
             f"Tower of Hanoi with {self.disks} disks (1 is the smallest). Move the whole stack "
-            f"from peg A to peg C in at most {self.max_turns} moves (the best solution takes "
+            f"from peg {PEGS[source]} to peg {PEGS[self.target]} in at most {self.max_turns} "
+            f"moves (the best solution takes "
             f"{self.optimal_moves}). Move one top disk per turn, never onto a smaller disk. "
             "Give each move inside \\boxed{}, e.g. \\boxed{A C}.\n" + self.render_pegs()
         )
@@ -105,7 +110,7 @@ class TowerOfHanoi(TurnBasedEnv):
     def _placed(self) -> int:
         """Disks stacked in their final place on C, from the largest up."""
         count = 0
-        for expected, disk in zip(range(self.disks, 0, -1), self.pegs[2], strict=False):
+        for expected, disk in zip(range(self.disks, 0, -1), self.pegs[self.target], strict=False):
             if disk != expected:
                 break
             count += 1
@@ -123,7 +128,7 @@ class TowerOfHanoi(TurnBasedEnv):
             source, target = (PEGS.index(m.upper()) for m in match.groups())
             feedback = self._move(source, target)
         gain = self.shaping * (self._placed() - before) / self.disks
-        if len(self.pegs[2]) == self.disks:
+        if len(self.pegs[self.target]) == self.disks:
             return self.finish(
                 f"Solved in {self.turn} moves (best: {self.optimal_moves}).\n{self.render_pegs()}",
                 1.0 + gain,
@@ -149,7 +154,7 @@ class TowerOfHanoi(TurnBasedEnv):
         """The next move of a shortest solution from the current position."""
 
         def policy(observation: str) -> str:
-            move = next_optimal_move(tuple(map(tuple, self.pegs)), self.disks)
+            move = next_optimal_move(tuple(map(tuple, self.pegs)), self.disks, self.target)
             return "\\boxed{A C}" if move is None else f"\\boxed{{{PEGS[move[0]]} {PEGS[move[1]]}}}"
 
         return policy

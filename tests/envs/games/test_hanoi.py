@@ -68,6 +68,7 @@ def test_next_move_is_optimal_from_every_position():
 def test_illegal_and_garbage_moves_cost_a_turn_and_are_explained():
     env = TowerOfHanoi("easy", max_turns=5)
     env.reset(seed=0)
+    env.pegs, env.target = [[3, 2, 1], [], []], 2
     for action, expected in [
         (r"\boxed{B C}", "peg B is empty"),
         (r"\boxed{A A}", "would stay"),
@@ -85,6 +86,7 @@ def test_move_spellings():
     env = TowerOfHanoi("easy")
     for spelling in [r"\boxed{A C}", r"\boxed{a->c}", r"\boxed{A,C}", "A to C", "a c"]:
         env.reset(seed=0)
+        env.pegs = [[3, 2, 1], [], []]
         assert "Moved disk 1 from A to C" in env.step(spelling)[0], spelling
 
 
@@ -101,6 +103,12 @@ def test_shaping_sums_to_its_weight_over_a_win_whatever_the_path():
         _, reward, done, _, info = env.step(oracle(""))
         total += reward
     assert info["success"] and total == pytest.approx(1.5)
+
+
+def test_the_seed_picks_the_pegs():
+    env = TowerOfHanoi("easy")
+    starts = {env.reset(seed=seed)[0].split("from peg ")[1][:11] for seed in range(40)}
+    assert len(starts) == 6
 
 
 def test_registered_variants():
