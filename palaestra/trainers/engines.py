@@ -34,6 +34,10 @@ class RolloutEngine(Protocol):
         """Make the next generation use ``model``'s weights; returns the seconds it took."""
         ...
 
+    async def aclose(self) -> None:
+        """Free what the engine holds (vLLM's worker processes); it is not used afterwards."""
+        ...
+
 
 class HFEngine:
     """Rollouts with a transformers model, the trainer's own or a copy of it.
@@ -65,6 +69,9 @@ class HFEngine:
             await asyncio.to_thread(self.agent.load_weights, model.state_dict())
         return time.perf_counter() - started
 
+    async def aclose(self) -> None:
+        """Nothing to free: the model belongs to the trainer (or is garbage-collected)."""
+
 
 class VLLMEngine:
     """Rollouts with vLLM in this process; a push reloads the workers' weights in place.
@@ -92,6 +99,9 @@ class VLLMEngine:
         await self.agent.update_weights(weights)
         return time.perf_counter() - started
 
+    async def aclose(self) -> None:
+        await self.agent.aclose()
+
 
 def _merged(model: nn.Module) -> nn.Module:
     """The plain HF model vLLM can load: LoRA adapters merged into a copy of the base weights."""
@@ -108,12 +118,14 @@ def make_engine(
     *,
     path: str | None = None,
     share_model: bool = True,
+    engine_kwargs: dict[str, Any] | None = None,
 ) -> RolloutEngine:
-    """The rollout engine named by ``rollout.engine`` in the config (``"hf"`` or ``"vllm"``)."""
+    """The rollout engine named by ``rollout.engine`` in the config (``"hf"`` or ``"vllm"``);
+    ``engine_kwargs`` go to vLLM's engine (``VLLMConfig.engine_kwargs``)."""
     if kind == "hf":
         return HFEngine(model, tokenizer, sampling, share_model=share_model)
     if kind == "vllm":
         if path is None:
             raise ValueError("the vllm engine loads the policy from model.path; set model.path")
-        return VLLMEngine(path, sampling)
+        return VLLMEngine(path, sampling, **(engine_kwargs or {}))
     raise ValueError(f"unknown rollout engine {kind!r}; expected 'hf' or 'vllm'")

@@ -88,6 +88,60 @@ def test_vllm_rollouts_follow_pushed_weights(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_push_during_a_running_request_drops_the_prefix_cache(tmp_path: Path) -> None:
+    """A request still generating during the push holds KV blocks, and vLLM refuses a plain
+    prefix-cache reset while any block is held (as in async training, where rollouts run
+    through every push). The push must preempt it: else a prompt cached before the push is
+    sampled with KV computed by the old weights."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    tokenizer = tiny.train_tokenizer(["Write a few lowercase letters.", "Again."], vocab_size=280)
+    tiny.tiny_qwen2(len(tokenizer), seed=0).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    engine = VLLMEngine(
+        str(tmp_path),
+        Sampling(max_tokens=4),
+        enforce_eager=True,
+        dtype="float32",
+        gpu_memory_utilization=0.1,
+        block_size=KV_BLOCK,
+    )
+    rng = np.random.default_rng(0)
+    cached_prompt = [int(i) for i in rng.integers(3, 256, 3 * KV_BLOCK)]
+    other_prompt = [int(i) for i in rng.integers(3, 256, 8)]
+
+    async def complete():
+        return await engine.agent.act(Conversation(messages=[], prompt_ids=cached_prompt, seed=0))
+
+    async def long_request(started: asyncio.Event) -> int:
+        params = SamplingParams(max_tokens=100_000, ignore_eos=True)
+        prompt = TokensPrompt(prompt_token_ids=other_prompt)
+        tokens = 0
+        async for output in engine.agent.engine.generate(prompt, params, request_id="long"):
+            tokens = len(output.outputs[0].token_ids)
+            started.set()
+        return tokens
+
+    async def scenario():
+        await complete()  # its prompt's KV blocks now sit in the prefix cache
+        started = asyncio.Event()
+        running = asyncio.create_task(long_request(started))
+        await started.wait()
+        after = tiny.tiny_qwen2(len(tokenizer), seed=1)
+        await engine.push_weights(after)
+        assert not running.done(), "the long request must still run during the push"
+        completion = await complete()
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        await engine.agent.aclose()
+        return completion, after
+
+    completion, after = asyncio.run(scenario())
+    assert _completion_gap(cached_prompt, completion, after) < 1e-3, "stale prefix-cache KV"
+
+
+@pytest.mark.slow
 def test_vllm_logprobs_are_those_of_the_distribution_sampled(tmp_path: Path) -> None:
     """At temperature 0.7 the recorded logprobs are the tempered ones, so the first update's
     ratios on policy tokens are 1 (vLLM's default reports the logprobs before temperature)."""
