@@ -145,7 +145,9 @@ class VLLMAgent:
         if self.engine is None:
             raise RuntimeError("this VLLMAgent was closed; build a new one")
         started = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="palaestra-weights-", dir=_shared_memory()) as tmp:
+        with tempfile.TemporaryDirectory(
+            prefix="palaestra-weights-", dir=shared_memory_dir()
+        ) as tmp:
             path = os.path.join(tmp, "weights.safetensors")
             names = await asyncio.to_thread(write_weights, weights, path)
             written_at = time.perf_counter()
@@ -233,6 +235,39 @@ def refresh_tied_embedding_kernels(model: Any) -> None:
             method.process_weights_after_loading(module)
 
 
+def serve_command(
+    model: str, *, port: int, host: str = "127.0.0.1", **engine_options: Any
+) -> tuple[list[str], dict[str, str]]:
+    """The command and extra environment variables that start a ``vllm serve`` a trainer can
+    push weights to (:class:`palaestra.trainers.engines.VLLMServerEngine`).
+
+    The command runs vLLM's OpenAI server module with ``python`` (the ``vllm`` script of the
+    CPU build looks for a package named ``vllm`` and does not start); run it with the
+    interpreter of the environment that has vLLM.
+
+    The server gets the worker method the push calls (``palaestra_load_weights``, so palaestra
+    must be importable there), vLLM's development endpoints ``/collective_rpc`` and
+    ``/reset_prefix_cache`` (``VLLM_SERVER_DEV_MODE=1``: keep the server off public networks)
+    and the logprobs of the distribution it samples from. ``engine_options`` become flags
+    (``enforce_eager=True`` -> ``--enforce-eager``).
+
+    >>> argv, env = serve_command("runs/x/init", port=8000, max_model_len=2048)
+    >>> argv[:5], env
+    (['python', '-m', 'vllm.entrypoints.openai.api_server', '--model', 'runs/x/init'], {'VLLM_SERVER_DEV_MODE': '1'})
+    """
+    argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", model]
+    argv += ["--host", host, "--port", str(port)]
+    argv += ["--worker-extension-cls", f"{__name__}.WeightUpdateExtension"]
+    argv += ["--logprobs-mode", SAMPLED_LOGPROBS]
+    for key, value in engine_options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value not in (False, None):
+            argv += [flag, str(value)]
+    return argv, {"VLLM_SERVER_DEV_MODE": "1"}
+
+
 def write_weights(weights: list[tuple[str, Any]], path: str) -> list[str]:
     """Save ``(name, tensor)`` pairs to a safetensors file; returns the names in order."""
     from safetensors.torch import save_file
@@ -254,6 +289,6 @@ def read_weights(path: str, names: list[str]) -> Iterator[Iterator[tuple[str, An
         yield ((name, file.get_tensor(name)) for name in names)
 
 
-def _shared_memory() -> str | None:
+def shared_memory_dir() -> str | None:
     """A RAM-backed folder for the weights file where the system has one, else the default."""
     return "/dev/shm" if os.access("/dev/shm", os.W_OK) else None

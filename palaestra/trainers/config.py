@@ -165,7 +165,8 @@ class ModelConfig(_Section):
 
 
 class VLLMConfig(_Section):
-    """The vLLM rollout engine (``rollout.engine: vllm``): options of vLLM's engine.
+    """The vLLM rollout engine (``rollout.engine: vllm``): options of vLLM's engine in this
+    process, or a separate ``vllm serve`` to use instead (``server_url``).
 
     >>> VLLMConfig(enforce_eager=True).engine_kwargs("bfloat16")["dtype"]
     'bfloat16'
@@ -188,6 +189,19 @@ class VLLMConfig(_Section):
         None, gt=0, description="longest sequence (prompt + every turn); null: the model's"
     )
     tensor_parallel_size: int = Field(1, gt=0, description="GPUs one engine spans")
+    server_url: str | None = Field(
+        None,
+        description="root URL of a separate `vllm serve` to generate with and push to (started "
+        "with palaestra.agents.vllm.serve_command); the options above are then the server's",
+    )
+    served_model_name: str | None = Field(
+        None, description="the server's model name; null: model.path"
+    )
+    weights_dir: str | None = Field(
+        None,
+        description="where a push to the server writes the weights file; the server must read "
+        "it (same host or shared filesystem); null: shared memory",
+    )
 
     def engine_kwargs(self, model_dtype: str) -> dict[str, Any]:
         """Keyword arguments of vLLM's ``AsyncEngineArgs``."""
@@ -223,6 +237,12 @@ class RolloutConfig(_Section):
     max_staleness: int = Field(
         0, ge=0, description="policy versions a rollout may lag behind (0 = synchronous)"
     )
+
+    @model_validator(mode="after")
+    def _vllm_options_need_vllm(self) -> RolloutConfig:
+        if "vllm" in self.model_fields_set and self.engine != "vllm":
+            raise ValueError("rollout.vllm configures the vllm engine; set rollout.engine: vllm")
+        return self
 
 
 class LogConfig(_Section):

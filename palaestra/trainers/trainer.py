@@ -103,7 +103,7 @@ class Trainer:
             sampling,
             path=config.model.path,
             share_model=rollout.max_staleness == 0,
-            engine_kwargs=rollout.vllm.engine_kwargs(config.model.dtype),
+            vllm=rollout.vllm,
         )
         runner_options = {
             "concurrency": rollout.concurrency,
