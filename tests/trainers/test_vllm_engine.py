@@ -221,6 +221,41 @@ def test_vllm_logprobs_are_those_of_the_distribution_sampled(tmp_path: Path) -> 
     assert metrics["clip_fraction"] == 0.0
 
 
+@pytest.mark.slow
+def test_the_trainer_trains_through_vllm_with_the_configs_options(tmp_path: Path) -> None:
+    """``rollout.vllm`` reaches vLLM (a max model length it then enforces), every step pushes,
+    and leaving the trainer shuts the engine down."""
+    from palaestra.trainers.trainer import Trainer
+
+    register_once()
+    tokenizer = tiny.train_tokenizer(["Write a few lowercase letters.", "Again."], vocab_size=280)
+    tiny.tiny_qwen2(len(tokenizer), seed=0).save_pretrained(tmp_path / "init")
+    tokenizer.save_pretrained(tmp_path / "init")
+    config = TrainerConfig(
+        steps=2,
+        output_dir=str(tmp_path / "run"),
+        model={"path": str(tmp_path / "init")},
+        rollout={
+            "env_id": ENV_ID,
+            "group_size": 2,
+            "groups_per_step": 2,
+            "max_new_tokens": 4,
+            "engine": "vllm",
+            "vllm": {"gpu_memory_utilization": 0.1, "enforce_eager": True, "max_model_len": 96},
+        },
+        advantage={"estimator": "grpo"},
+        log={"console": False},
+    )
+    with Trainer.from_config(config) as trainer:
+        history = trainer.train()
+        agent = trainer.engine.agent
+        assert agent.engine.model_config.max_model_len == 96
+        assert str(agent.engine.model_config.dtype) == "torch.float32"  # model.dtype
+    assert [r["step"] for r in history] == [1, 2]
+    assert all(r["sync_time"] > 0 and r["errors"] == 0 for r in history)
+    assert agent.engine is None, "leaving the trainer must shut vLLM down"
+
+
 def test_the_vllm_engine_refuses_untempered_logprobs() -> None:
     with pytest.raises(ValueError, match="logprobs of the sampled distribution"):
         VLLMEngine("unused", Sampling(), logprobs_mode="raw_logprobs")
