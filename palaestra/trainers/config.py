@@ -240,7 +240,8 @@ class RolloutConfig(_Section):
 
     @model_validator(mode="after")
     def _vllm_options_need_vllm(self) -> RolloutConfig:
-        if "vllm" in self.model_fields_set and self.engine != "vllm":
+        # a dumped config carries the default section whatever the engine
+        if self.engine != "vllm" and self.vllm != VLLMConfig():
             raise ValueError("rollout.vllm configures the vllm engine; set rollout.engine: vllm")
         return self
 
