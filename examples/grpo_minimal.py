@@ -11,8 +11,8 @@ CleanRL-style: one config dataclass, then the loop top to bottom. Each step
 3. computes the token-level PPO-clip loss on the policy's own tokens (observation tokens are
    masked out), ``l = max(-A rho, -A clip(rho, 1 - eps, 1 + eps))`` with
    ``rho = exp(logp_new - logp_rollout)``, averaged over tokens;
-4. takes an AdamW step and pushes the new weights to the rollout engine, so the next step
-   samples from the updated policy.
+4. takes ``update_epochs`` AdamW steps on the batch and pushes the new weights to the rollout
+   engine, so the next step samples from the updated policy.
 
 The env is the CPU demo's (``palaestra train --preset cpu-demo``): small sums with two
 attempts, a wrong first answer gets "not correct, try again". The policy is a tiny model built
@@ -51,7 +51,7 @@ class Args:
     seed: int = 0
     """seed of the model, the warm start and the first task"""
     steps: int = 30
-    """RL steps (one batch of rollouts, one optimizer step, one weight push each)"""
+    """RL steps (one batch of rollouts, its optimizer steps and one weight push each)"""
     groups_per_step: int = 16
     """tasks per step"""
     group_size: int = 4
@@ -64,6 +64,8 @@ class Args:
     """AdamW learning rate"""
     clip_eps: float = 0.2
     """PPO clip range: rho is clipped to [1 - eps, 1 + eps]"""
+    update_epochs: int = 2
+    """optimizer steps on each batch (the first is on-policy, rho = 1; the clip acts after)"""
     max_grad_norm: float = 1.0
     """gradient norm clipping"""
     micro_batch_size: int = 32
@@ -161,17 +163,18 @@ async def grpo_loop(args: Args, model, tokenizer) -> list[dict[str, float]]:
                 # 3. token-level loss on the policy's tokens (loss_mask), then 4. the update
                 batch = build_batch(episodes, advantages, pad_token_id=tokenizer.pad_token_id)
                 model.train()
-                loss, clip_fraction = policy_loss(model, batch, args)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
+                for _ in range(args.update_epochs):
+                    loss, clip_fraction = policy_loss(model, batch, args)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
                 # 5. the weight push: the next rollouts sample from the updated policy
                 push_s = await engine.push_weights(model)
                 record = {
                     "step": step + 1,
                     "reward": sum(e.total_reward for e in episodes) / len(episodes),
                     "turns": sum(e.num_turns for e in episodes) / len(episodes),
-                    "loss": loss,
+                    "loss": loss,  # of the last optimizer step
                     "clip_fraction": clip_fraction,
                     "push_s": push_s,
                     "step_s": time.perf_counter() - started,
