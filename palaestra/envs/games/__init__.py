@@ -18,3 +18,4 @@ register(
     "palaestra.envs.games.frozen_lake:FrozenLake",
     variants={**_VARIANTS, "Slippery": {"difficulty": "easy", "slippery": True}},
 )
+register("game:Sudoku-v0", "palaestra.envs.games.sudoku:Sudoku", variants=_VARIANTS)
