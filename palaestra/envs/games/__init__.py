@@ -19,3 +19,4 @@ register(
     variants={**_VARIANTS, "Slippery": {"difficulty": "easy", "slippery": True}},
 )
 register("game:Sudoku-v0", "palaestra.envs.games.sudoku:Sudoku", variants=_VARIANTS)
+register("game:Minesweeper-v0", "palaestra.envs.games.minesweeper:Minesweeper", variants=_VARIANTS)
