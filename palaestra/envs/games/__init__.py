@@ -20,3 +20,4 @@ register(
 )
 register("game:Sudoku-v0", "palaestra.envs.games.sudoku:Sudoku", variants=_VARIANTS)
 register("game:Minesweeper-v0", "palaestra.envs.games.minesweeper:Minesweeper", variants=_VARIANTS)
+register("game:Hangman-v0", "palaestra.envs.games.hangman:Hangman", variants=_VARIANTS)
