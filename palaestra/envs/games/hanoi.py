@@ -13,6 +13,7 @@ from palaestra.envs.base import TurnBasedEnv, difficulty_preset
 from palaestra.envs.games._common import parse_move
 
 PEGS = "ABC"
+_PEG_INDEX = {peg: index for index, peg in enumerate(PEGS)}
 PRESETS: dict[str, dict[str, int]] = {
     "easy": {"disks": 3},
     "medium": {"disks": 4},

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ Code = tuple[int, ...]
 def score(guess: Code, secret: Code) -> tuple[int, int]:
     """(black, white): right colour in the right place, right colour in the wrong place."""
     black = sum(g == s for g, s in zip(guess, secret, strict=True))
-    common = sum((Counter(guess) & Counter(secret)).values())
+    common = sum(min(guess.count(c), secret.count(c)) for c in set(guess))
     return black, common - black
 
 
