@@ -13,6 +13,7 @@ from rich.table import Table
 import palaestra
 from palaestra.core.env import Env
 from palaestra.evaluation.cli import register_cli as register_eval_cli
+from palaestra.server.cli import register_cli as register_serve_cli
 from palaestra.trainers.cli import register_cli as register_train_cli
 
 app = typer.Typer(
@@ -161,6 +162,7 @@ def play(
 
 register_eval_cli(app)
 register_train_cli(app)
+register_serve_cli(app)
 
 
 def main() -> None:

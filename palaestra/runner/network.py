@@ -67,7 +67,9 @@ def websocket_url(url: str) -> str:
         if url.startswith(plain):
             url = secure + url.removeprefix(plain)
     if not url.startswith(("ws://", "wss://")):
-        raise ValueError(f"env server URL must start with http://, https://, ws:// or wss://: {url!r}")
+        raise ValueError(
+            f"env server URL must start with http://, https://, ws:// or wss://: {url!r}"
+        )
     return url if url.endswith("/sessions") else f"{url}/sessions"
 
 
@@ -146,6 +148,11 @@ class _Link:
                     else:
                         entry[0].set_result(answer["ok"])
             self._fail("closed the connection")
+        except asyncio.CancelledError:
+            # Also how a finished ``asyncio.run`` ends its tasks: drop the socket now, so the
+            # server closes this connection's sessions instead of waiting for their idle time.
+            self.ws.transport.abort()
+            raise
         except Exception as exc:
             self._fail(f"connection lost: {exc!r}")
 

@@ -128,7 +128,9 @@ class SessionTable:
         if key in self.sessions:
             raise RequestError(f"session {key[1]} already exists on this connection")
         if not self.allowed(env_id):
-            raise RequestError(f"this server does not serve {env_id!r} (it serves {self.env_patterns})")
+            raise RequestError(
+                f"this server does not serve {env_id!r} (it serves {self.env_patterns})"
+            )
         if len(self.sessions) >= self.limits.max_sessions:
             self.counters["sessions_refused"] += 1
             raise RequestError(

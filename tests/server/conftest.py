@@ -1,0 +1,49 @@
+"""Fixtures: an env server on a free loopback port, run in a thread of the test process."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+pytest.importorskip("websockets")
+
+from palaestra.server import ServerLimits, build_server
+
+
+@contextmanager
+def running_server(port: int = 0, **options) -> Iterator[str]:
+    """Serve in a thread; yields the server's URL and stops it on exit."""
+    server = build_server(port=port, **options)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("the env server did not start")
+        time.sleep(0.01)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{bound}"
+    finally:
+        server.should_exit = True
+        thread.join()
+
+
+@pytest.fixture
+def env_server() -> Iterator[str]:
+    with running_server() as url:
+        yield url
+
+
+@pytest.fixture
+def server_factory() -> Callable[..., object]:
+    """``server_factory(port=..., limits=..., token=...)``: a context manager serving in a thread."""
+    return running_server
+
+
+__all__ = ["ServerLimits", "running_server"]
