@@ -31,12 +31,18 @@ def cluster():
     cluster.shutdown()
 
 
+def _alive_actor_nodes() -> list[str]:
+    """The node of every live actor, from the cluster's control store (the public state API,
+    ``ray.util.state``, needs the dashboard of ``ray[default]``)."""
+    from ray._private.state import actors
+
+    return [a["Address"]["NodeID"] for a in actors().values() if a["State"] == "ALIVE"]
+
+
 def _wait_until_no_actor_is_alive(timeout_s: float = 60.0) -> None:
     """Killed actors leave asynchronously; wait for the cluster to report none alive."""
-    from ray.util.state import list_actors
-
     deadline = time.monotonic() + timeout_s
-    while list_actors(filters=[("state", "=", "ALIVE")]):
+    while _alive_actor_nodes():
         assert time.monotonic() < deadline, "actors still alive after close()"
         time.sleep(0.2)
 
@@ -54,12 +60,10 @@ def test_ray_actors_give_the_same_episodes_as_in_process(cluster):
     host = RayEnvHost(workers=4)
     try:
         remote = Runner(agent, host=host).run(tasks)
-        nodes = {
-            actor["node_id"]
-            for actor in ray.util.state.list_actors(filters=[("state", "=", "ALIVE")])
-        }
+        nodes = set(_alive_actor_nodes())
     finally:
         host.close()
+    _wait_until_no_actor_is_alive()
     assert [_comparable(e) for e in remote] == [_comparable(e) for e in local]
     assert len(nodes) == 2  # spread over both worker nodes
 
