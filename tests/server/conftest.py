@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
+import httpx
 import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytest.importorskip("websockets")
 
-from palaestra.server import ServerLimits, build_server
+from palaestra.server import build_server
 
 
 @contextmanager
@@ -34,16 +35,15 @@ def running_server(port: int = 0, **options) -> Iterator[str]:
         thread.join()
 
 
+def metric(url: str, name: str) -> float:
+    """One sample of the server's ``/metrics``, by its name with labels."""
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise KeyError(name)
+
+
 @pytest.fixture
 def env_server() -> Iterator[str]:
     with running_server() as url:
         yield url
-
-
-@pytest.fixture
-def server_factory() -> Callable[..., object]:
-    """``server_factory(port=..., limits=..., token=...)``: a context manager serving in a thread."""
-    return running_server
-
-
-__all__ = ["ServerLimits", "running_server"]

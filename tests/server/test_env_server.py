@@ -21,7 +21,7 @@ from palaestra.runner import Runner, Task, make_tasks
 from palaestra.runner.network import EnvServerClient, EnvServerError
 from palaestra.server import ServerLimits, build_server
 from palaestra.testing.echo import EchoEnv
-from tests.server.conftest import running_server
+from tests.server.conftest import metric, running_server
 
 
 class SlowEcho(EchoEnv):
@@ -159,14 +159,6 @@ async def test_restarted_server_fails_open_sessions_and_serves_new_ones():
         await host.aclose()
 
 
-def _metric(url: str, name: str) -> float:
-    """One sample of ``/metrics``, by its name with labels."""
-    for line in httpx.get(f"{url}/metrics").text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.rsplit(" ", 1)[1])
-    raise KeyError(name)
-
-
 def _wait_for(condition, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -188,7 +180,7 @@ async def test_limits_on_sessions_actions_and_observations():
         with pytest.raises(EnvServerError, match="observation of 66 bytes exceeds"):
             await second.astep("é" * 30)  # counted in UTF-8 bytes
         await host.aclose()
-        assert _metric(url, "palaestra_sessions_refused_total") == 1
+        assert metric(url, "palaestra_sessions_refused_total") == 1
 
 
 async def test_idle_sessions_are_closed():
@@ -202,7 +194,7 @@ async def test_idle_sessions_are_closed():
         )
         with pytest.raises(EnvServerError, match="no open session"):
             await handle.astep("late")
-        assert _metric(url, 'palaestra_sessions_closed_total{reason="idle"}') == 1
+        assert metric(url, 'palaestra_sessions_closed_total{reason="idle"}') == 1
         await host.aclose()
 
 
@@ -241,7 +233,7 @@ def test_killed_client_leaves_no_session():
             client.wait()
         _wait_for(lambda: httpx.get(f"{url}/health").json()["sessions"] == 0)
         closed = sum(
-            _metric(url, f'palaestra_sessions_closed_total{{reason="{reason}"}}')
+            metric(url, f'palaestra_sessions_closed_total{{reason="{reason}"}}')
             for reason in ("disconnect", "idle")
         )
         assert closed == 4
@@ -280,8 +272,8 @@ def test_metrics_count_requests_and_sessions_are_reused(env_server):
         PolicyAgent(lambda obs: "x"), max_turns=3, concurrency=2, host=EnvServerClient(env_server)
     )
     runner.run(tasks)
-    assert _metric(env_server, 'palaestra_requests_total{op="step"}') == 18
-    assert _metric(env_server, 'palaestra_requests_total{op="reset"}') == 6
-    assert _metric(env_server, 'palaestra_requests_total{op="create"}') == 2
+    assert metric(env_server, 'palaestra_requests_total{op="step"}') == 18
+    assert metric(env_server, 'palaestra_requests_total{op="reset"}') == 6
+    assert metric(env_server, 'palaestra_requests_total{op="create"}') == 2
     # The run's event loop ended, so its connection did, and the server closed its sessions.
-    _wait_for(lambda: _metric(env_server, "palaestra_sessions_open") == 0)
+    _wait_for(lambda: metric(env_server, "palaestra_sessions_open") == 0)
