@@ -9,7 +9,8 @@ and errors (any failed or timed-out step). palaestra's sessions share one WebSoc
 
     python benchmarks/bench_serve_vs_openenv.py --openenv-python .venv-openenv/bin/python
 
-``--openenv-python`` is an interpreter with ``openenv-core`` installed (default: this one);
+``--connections`` spreads palaestra's sessions over that many WebSockets (``--connections
+200``: one per session, like OpenEnv). ``--openenv-python`` is an interpreter with ``openenv-core`` installed (default: this one);
 the OpenEnv side is skipped when it has none.
 """
 
@@ -148,24 +149,33 @@ async def drive(
     }
 
 
-async def palaestra_load(url: str, sessions: int, seconds: float, warmup: float) -> dict:
+async def palaestra_load(
+    url: str, sessions: int, seconds: float, warmup: float, connections: int
+) -> dict:
     from palaestra.runner import Task
     from palaestra.runner.network import EnvServerClient
 
-    async with EnvServerClient(url, timeout_s=30) as host:
-        handles = [host.acquire(Task(ECHO_ID)) for _ in range(sessions)]
-        await asyncio.gather(*(h.areset(seed=i) for i, h in enumerate(handles)))
+    hosts = [EnvServerClient(url, timeout_s=30) for _ in range(connections)]
+    handles = [hosts[i % connections].acquire(Task(ECHO_ID)) for i in range(sessions)]
+    await asyncio.gather(*(h.areset(seed=i) for i, h in enumerate(handles)))
 
-        async def step(i: int) -> None:
-            obs, *_ = await handles[i].astep("hello")
-            if obs != "echo: hello":
-                raise AssertionError(f"wrong answer {obs!r}")
+    async def step(i: int) -> None:
+        obs, *_ = await handles[i].astep("hello")
+        if obs != "echo: hello":
+            raise AssertionError(f"wrong answer {obs!r}")
 
+    try:
         return await drive(sessions, step, seconds, warmup)
+    finally:
+        await asyncio.gather(*(host.aclose() for host in hosts))
 
 
-async def openenv_load(url: str, sessions: int, seconds: float, warmup: float) -> dict:
+async def openenv_load(
+    url: str, sessions: int, seconds: float, warmup: float, connections: int
+) -> dict:
     from openenv_echo import EchoAction, EchoEnv
+
+    assert connections == sessions, "OpenEnv's client has one connection per session"
 
     clients = [EchoEnv(base_url=url, message_timeout_s=30) for _ in range(sessions)]
     for client in clients:
@@ -205,8 +215,11 @@ def wait_for_port(port: int, server: subprocess.Popen, timeout_s: float = 60) ->
 def run_side(side: str, python: str, args: argparse.Namespace, echo_dir: str) -> dict | None:
     """Start ``side``'s server, run its load process, stop the server; None if unavailable."""
     if side == "openenv":
-        probe = subprocess.run([python, "-c", "import openenv.core"], capture_output=True)
-        if probe.returncode != 0:
+        try:
+            probe = subprocess.run([python, "-c", "import openenv.core"], capture_output=True)
+        except OSError:
+            probe = None
+        if probe is None or probe.returncode != 0:
             print(f"skipping OpenEnv: {python} cannot import openenv-core", file=sys.stderr)
             return None
     port = free_port()
@@ -220,12 +233,17 @@ def run_side(side: str, python: str, args: argparse.Namespace, echo_dir: str) ->
     server = subprocess.Popen(server_cmd, cwd=ROOT)
     try:
         wait_for_port(port, server)
+        connections = args.sessions if side == "openenv" else args.connections
+        load_cmd = [python, __file__, "--load", side, "--url", f"http://127.0.0.1:{port}"]
+        for flag, value in [
+            ("--sessions", args.sessions),
+            ("--seconds", args.seconds),
+            ("--warmup", args.warmup),
+            ("--connections", connections),
+        ]:
+            load_cmd += [flag, str(value)]
         load = subprocess.run(
-            [
-                python, __file__, "--load", side, "--url", f"http://127.0.0.1:{port}",
-                "--sessions", str(args.sessions), "--seconds", str(args.seconds),
-                "--warmup", str(args.warmup),
-            ],  # fmt: skip
+            load_cmd,
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": f"{ROOT}:{echo_dir}"},
             capture_output=True,
@@ -243,13 +261,22 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument(
+        "--connections",
+        type=int,
+        default=1,
+        help="WebSockets palaestra's sessions share (OpenEnv: one per session)",
+    )
     parser.add_argument("--openenv-python", default=sys.executable)
     parser.add_argument("--load", choices=["palaestra", "openenv"], help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.load is not None:
         load = palaestra_load if args.load == "palaestra" else openenv_load
-        print(json.dumps(asyncio.run(load(args.url, args.sessions, args.seconds, args.warmup))))
+        result = asyncio.run(
+            load(args.url, args.sessions, args.seconds, args.warmup, args.connections)
+        )
+        print(json.dumps(result))
         return
     with tempfile.TemporaryDirectory() as echo_dir:
         Path(echo_dir, "openenv_echo.py").write_text(OPENENV_ECHO)
@@ -257,7 +284,10 @@ def main() -> None:
             "palaestra": run_side("palaestra", sys.executable, args, echo_dir),
             "openenv": run_side("openenv", args.openenv_python, args, echo_dir),
         }
-    print(f"{args.sessions} sessions, {args.seconds:g} s, echo env, loopback")
+    print(
+        f"{args.sessions} sessions, {args.seconds:g} s, echo env, loopback; "
+        f"palaestra over {args.connections} connection(s), OpenEnv over {args.sessions}"
+    )
     print(f"{'server':<10} {'steps/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
     for side, result in results.items():
         if result is not None:
