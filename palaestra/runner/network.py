@@ -10,7 +10,7 @@ pay headers, routing and a response per step.
 
 Requests: ``create`` (env id + kwargs), ``reset`` (seed, options), ``step`` (action) and
 ``close``, each naming its ``session`` (numbered by the client, per connection). Responses:
-``{"id": n, "ok": payload}`` or ``{"id": n, "error": message}``.
+``{"id": n, "ok": payload}`` or ``{"id": n, "error": message, "code": ...}``.
 
 A request that times out, a dropped connection or a server restart fails that episode's call
 with :class:`EnvServerError`, which the runner records as an errored episode; the run goes on.
@@ -39,8 +39,17 @@ FRAME_BYTES = 1 << 20
 """A client starts a new frame past this many bytes of queued requests."""
 
 
+NO_SESSION = "no_session"
+"""Error code of an answer about a session the server does not have (closed while idle)."""
+
+
 class EnvServerError(RuntimeError):
-    """A request to the env server failed: an error answer, a timeout or a lost connection."""
+    """A request to the env server failed: an error answer (with the server's ``code``, if
+    any), a timeout or a lost connection."""
+
+    def __init__(self, message: str, code: str | None = None):
+        super().__init__(message)
+        self.code = code
 
 
 def encode_frame(messages: list[dict[str, Any]]) -> str:
@@ -144,7 +153,8 @@ class _Link:
                     if entry is None or entry[0].done():
                         self.late_answers += 1
                     elif "error" in answer:
-                        entry[0].set_exception(EnvServerError(answer["error"]))
+                        error = EnvServerError(answer["error"], answer.get("code"))
+                        entry[0].set_exception(error)
                     else:
                         entry[0].set_result(answer["ok"])
             self._fail("closed the connection")
@@ -223,18 +233,27 @@ class NetworkEnv:
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> ResetResult:
         self._check()
-        if self._link is None:
-            self._link = await self._client.link()
-            self._session = next(self._link.sessions)
-            created = self._link.request(
-                "create", self._session, env=self._env_id, kwargs=self._env_kwargs
-            )
+        if self._link is not None:  # a session reused from an earlier episode
             reset = self._link.request("reset", self._session, seed=seed, options=options)
-            reset.add_done_callback(_retrieve)  # fails too when the create fails
-            await self._call(created)
-        else:
-            reset = self._link.request("reset", self._session, seed=seed, options=options)
-        obs, info, meta = await self._call(reset)
+            try:
+                return self._started(await reset)
+            except EnvServerError as exc:
+                if exc.code != NO_SESSION:
+                    self._broken = f"session unusable after an earlier failure: {exc}"
+                    raise
+                # The server closed it while it sat idle in the client's pool: open another.
+        self._link = await self._client.link()
+        self._session = next(self._link.sessions)
+        created = self._link.request(
+            "create", self._session, env=self._env_id, kwargs=self._env_kwargs
+        )
+        reset = self._link.request("reset", self._session, seed=seed, options=options)
+        reset.add_done_callback(_retrieve)  # fails too when the create fails
+        await self._call(created)
+        return self._started(await self._call(reset))
+
+    def _started(self, answer: list[Any]) -> ResetResult:
+        obs, info, meta = answer
         for name in METADATA:
             setattr(self, name, meta[name])
         return obs, info

@@ -158,8 +158,11 @@ class _Connection:
 
     def _fail(self, request_id: Any, exc: Exception) -> None:
         self.table.counters["request_errors"] += 1
-        message = str(exc) if isinstance(exc, RequestError) else f"{type(exc).__name__}: {exc}"
-        self._answer({"id": request_id, "error": message})
+        if isinstance(exc, RequestError):
+            answer = {"id": request_id, "error": str(exc), "code": exc.code}
+        else:
+            answer = {"id": request_id, "error": f"{type(exc).__name__}: {exc}"}
+        self._answer(answer)
 
     def _answer(self, answer: dict[str, Any]) -> None:
         self.outbox.append(answer)

@@ -16,7 +16,7 @@ from typing import Any
 
 import palaestra
 from palaestra.core.env import Env
-from palaestra.runner.network import METADATA
+from palaestra.runner.network import METADATA, NO_SESSION
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,11 @@ class ServerLimits:
 
 
 class RequestError(Exception):
-    """A request the server refuses or an env that failed; its message goes to the client."""
+    """A request the server refuses; its message (and ``code``, if any) go to the client."""
+
+    def __init__(self, message: str, code: str | None = None):
+        super().__init__(message)
+        self.code = code
 
 
 class Session:
@@ -104,7 +108,8 @@ class SessionTable:
         if session is None:
             raise RequestError(
                 f"no open session {key[1]} (closed, never created, or idle longer than "
-                f"{self.limits.idle_timeout_s:g} s)"
+                f"{self.limits.idle_timeout_s:g} s)",
+                NO_SESSION,
             )
         session.busy += 1
         try:

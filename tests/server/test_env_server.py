@@ -202,6 +202,19 @@ async def test_idle_sessions_are_closed():
         await host.aclose()
 
 
+async def test_pooled_sessions_closed_while_idle_are_replaced():
+    with running_server(limits=ServerLimits(idle_timeout_s=0.3)) as url:
+        host = EnvServerClient(url)
+        runner = Runner(PolicyAgent(lambda obs: "x"), max_turns=2, host=host)
+        tasks = make_tasks(["test:Echo-v0"], range(3))
+        await runner.collect(tasks)  # its sessions go back to the client's pool
+        await asyncio.to_thread(_wait_for, lambda: metric(url, "palaestra_sessions_open") == 0)
+        episodes = await runner.collect(tasks)
+        assert [e.error for e in episodes] == [None] * 3
+        assert metric(url, 'palaestra_requests_total{op="create"}') == 6
+        await host.aclose()
+
+
 CLIENT = textwrap.dedent(
     """
     import asyncio, sys
