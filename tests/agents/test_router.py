@@ -8,6 +8,7 @@ import pytest
 
 from palaestra.agents.base import Action, Conversation
 from palaestra.agents.router import RouterAgent
+from palaestra.agents.spec import make_agent
 from palaestra.runner import Runner, make_tasks
 from tests.openai_stub import StubServer
 
@@ -71,6 +72,12 @@ def test_openai_engines_by_url():
     assert all(e.success for e in episodes)
     assert first.requests and second.requests
     assert len(first.requests) + len(second.requests) == sum(e.num_turns for e in episodes)
+
+
+def test_agent_spec_with_several_urls_routes_over_them():
+    agent = make_agent("openai:m@http://a:8000/v1,http://b:8000/v1")
+    assert isinstance(agent, RouterAgent)
+    assert [engine.base_url for engine in agent.engines] == ["http://a:8000/v1", "http://b:8000/v1"]
 
 
 def test_needs_an_engine():
