@@ -111,7 +111,7 @@ class _Connection:
             writer.cancel()
             for worker in self.workers:
                 worker.cancel()
-            for key in self.keys:
+            for key in list(self.keys):
                 await self.table.close(key, "disconnect")
 
     def _dispatch(self, request: Any) -> None:

@@ -142,8 +142,12 @@ class SessionTable:
                 f"the server is at its limit of {self.limits.max_sessions} open sessions"
             )
         kwargs = request.get("kwargs") or {}
+        building = asyncio.ensure_future(asyncio.to_thread(palaestra.make, env_id, **kwargs))
         try:
-            env = await asyncio.to_thread(palaestra.make, env_id, **kwargs)
+            env = await asyncio.shield(building)
+        except asyncio.CancelledError:  # the client left mid-create: free the env once built
+            building.add_done_callback(_close_built_env)
+            raise
         except Exception as exc:
             raise RequestError(f"cannot make {env_id!r}: {type(exc).__name__}: {exc}") from exc
         if key in self.sessions or len(self.sessions) >= self.limits.max_sessions:
@@ -203,3 +207,8 @@ class SessionTable:
     def _checked_step(self, result: tuple) -> tuple:
         self._checked_observation(result[0])
         return result
+
+
+def _close_built_env(building: asyncio.Future[Env]) -> None:
+    if not building.cancelled() and building.exception() is None:
+        building.result().close()
