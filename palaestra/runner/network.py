@@ -313,6 +313,7 @@ class EnvServerClient:
         self._link: _Link | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._connecting: asyncio.Lock | None = None
+        self._last_failure = (-float("inf"), "")
         self._free: dict[tuple, list[NetworkEnv]] = defaultdict(list)
 
     @property
@@ -329,7 +330,15 @@ class EnvServerClient:
         assert self._connecting is not None
         async with self._connecting:
             if self._link is None or not self._link.alive:
-                self._link = await self._connect()
+                failed_at, failure = self._last_failure
+                if time.monotonic() - failed_at < self.connect_timeout_s:
+                    # Episodes waiting to connect fail together, not one timeout after another.
+                    raise EnvServerError(failure)
+                try:
+                    self._link = await self._connect()
+                except EnvServerError as exc:
+                    self._last_failure = (time.monotonic(), str(exc))
+                    raise
         return self._link
 
     async def _connect(self) -> _Link:
