@@ -10,15 +10,15 @@ import pytest
 from palaestra.agents.simple import LatencyAgent, PolicyAgent
 from palaestra.runner import Runner, make_tasks
 
-ray = pytest.importorskip("ray")
-cluster_utils = pytest.importorskip("ray.cluster_utils")
-
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A head node without CPUs and two worker nodes of two CPUs each."""
+    """A head node without CPUs and two worker nodes of two CPUs each (Ray is imported here,
+    so collecting the default suite does not pay for it)."""
+    ray = pytest.importorskip("ray")
+    cluster_utils = pytest.importorskip("ray.cluster_utils")
     cluster = cluster_utils.Cluster(
         initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False}
     )
