@@ -183,22 +183,11 @@ class SessionTable:
         action = request.get("action")
         if not isinstance(action, str):
             raise RequestError(f"a step needs a string action, got {type(action).__name__}")
-        if len(action) > self.limits.max_action_bytes or (
-            len(action.encode()) > self.limits.max_action_bytes
-        ):
-            raise RequestError(
-                f"action of {len(action.encode())} bytes exceeds the server's limit of "
-                f"{self.limits.max_action_bytes}"
-            )
+        _check_size("action", action, self.limits.max_action_bytes)
         return action
 
     def _checked_observation(self, obs: str) -> None:
-        limit = self.limits.max_observation_bytes
-        if len(obs) * 4 > limit and len(obs.encode()) > limit:
-            raise RequestError(
-                f"the env's observation of {len(obs.encode())} bytes exceeds the server's limit "
-                f"of {limit}"
-            )
+        _check_size("the env's observation", obs, self.limits.max_observation_bytes)
 
     def _checked_reset(self, env: Env, obs: str, info: dict[str, Any]) -> list[Any]:
         self._checked_observation(obs)
@@ -207,6 +196,14 @@ class SessionTable:
     def _checked_step(self, result: tuple) -> tuple:
         self._checked_observation(result[0])
         return result
+
+
+def _check_size(what: str, text: str, limit: int) -> None:
+    """Refuse ``text`` past ``limit`` UTF-8 bytes (encoded only when it might be)."""
+    if len(text) * 4 > limit and len(text.encode()) > limit:
+        raise RequestError(
+            f"{what} of {len(text.encode())} bytes exceeds the server's limit of {limit}"
+        )
 
 
 def _close_built_env(building: asyncio.Future[Env]) -> None:
