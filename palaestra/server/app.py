@@ -21,7 +21,7 @@ from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from palaestra.runner.network import encode_frame
-from palaestra.server.sessions import RequestError, SessionKey, SessionTable
+from palaestra.server.sessions import OPS, RequestError, SessionKey, SessionTable
 
 _connection_numbers = itertools.count()
 
@@ -189,7 +189,7 @@ def render_metrics(table: SessionTable) -> str:
         "# TYPE palaestra_requests_total counter",
     ]
     counters = table.counters
-    for op in ("create", "reset", "step", "close"):
+    for op in OPS:
         lines.append(f'palaestra_requests_total{{op="{op}"}} {counters[f"requests_{op}"]}')
     lines.append("# TYPE palaestra_request_errors_total counter")
     lines.append(f"palaestra_request_errors_total {counters['request_errors']}")

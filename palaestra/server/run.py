@@ -38,15 +38,15 @@ def build_server(
 
     >>> build_server(["game:*"]).run()  # doctest: +SKIP
     """
-    import uvicorn
-
-    from palaestra.server.app import create_app
-
     if not is_loopback(host) and not token:
         raise ValueError(
             f"refusing to bind {host!r} without a bearer token: pass --token (or set "
             "PALAESTRA_ENV_SERVER_TOKEN), or bind 127.0.0.1"
         )
+    import uvicorn
+
+    from palaestra.server.app import create_app
+
     limits = limits or ServerLimits()
     table = SessionTable(limits, tuple(env_patterns))
     config = uvicorn.Config(

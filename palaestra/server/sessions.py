@@ -56,6 +56,8 @@ class Session:
         self.last_used = time.monotonic()
 
 
+OPS = ("create", "reset", "step", "close")
+
 SessionKey = tuple[int, int]
 """(connection number, session number chosen by the client)."""
 
@@ -86,7 +88,7 @@ class SessionTable:
         session = self.sessions.get(key)
         if session is None or not session.inline:
             return None
-        op = request["op"]
+        op = request.get("op")
         if op == "step":
             self.counters["requests_step"] += 1
             session.last_used = time.monotonic()
@@ -101,6 +103,8 @@ class SessionTable:
     async def execute(self, key: SessionKey, request: dict[str, Any]) -> Any:
         """Run one request; raises :class:`RequestError` with a message for the client."""
         op = request.get("op")
+        if op not in OPS:
+            raise RequestError(f"unknown op {op!r}; expected one of {', '.join(OPS)}")
         self.counters[f"requests_{op}"] += 1
         if op == "create":
             return await self._create(key, request)
@@ -120,10 +124,8 @@ class SessionTable:
                 return self._checked_reset(session.env, obs, info)
             if op == "step":
                 return self._checked_step(await session.env.astep(self._action(request)))
-            if op == "close":
-                await self.close(key, "client")
-                return None
-            raise RequestError(f"unknown op {op!r}; expected create, reset, step or close")
+            await self.close(key, "client")
+            return None
         finally:
             session.busy -= 1
             session.last_used = time.monotonic()

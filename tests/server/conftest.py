@@ -10,16 +10,15 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
-pytest.importorskip("websockets")
-
 from palaestra.server import build_server
 
 
 @contextmanager
 def running_server(port: int = 0, **options) -> Iterator[str]:
-    """Serve in a thread; yields the server's URL and stops it on exit."""
+    """Serve in a thread; yields the server's URL and stops it on exit (skips the test when
+    the ``serve`` extra is missing)."""
+    for module in ("fastapi", "uvicorn", "websockets"):
+        pytest.importorskip(module, reason="the env server needs the 'serve' extra")
     server = build_server(port=port, **options)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -273,6 +274,7 @@ async def test_token_is_required_when_set():
 def test_binding_beyond_loopback_needs_a_token():
     with pytest.raises(ValueError, match="without a bearer token"):
         build_server(host="0.0.0.0")
+    pytest.importorskip("uvicorn", reason="the env server needs the 'serve' extra")
     assert build_server(host="0.0.0.0", token="t").config.host == "0.0.0.0"
 
 
@@ -294,3 +296,22 @@ def test_metrics_count_requests_and_sessions_are_reused(env_server):
     assert metric(env_server, 'palaestra_requests_total{op="create"}') == 2
     # The run's event loop ended, so its connection did, and the server closed its sessions.
     _wait_for(lambda: metric(env_server, "palaestra_sessions_open") == 0)
+
+
+async def test_malformed_requests_get_an_error_answer_by_id(env_server):
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    async with connect(env_server.replace("http", "ws") + "/sessions") as ws:
+        await ws.send('[{"id": 7, "op": "dance", "session": 0}, {"id": 8, "op": "step"}, 3]')
+        answers = []
+        while len(answers) < 3:
+            answers += json.loads(await ws.recv())
+        by_id = {answer["id"]: answer["error"] for answer in answers}
+        assert "unknown op 'dance'" in by_id[7]
+        assert "no open session" in by_id[8]
+        assert "a request is a JSON object" in by_id[None]
+        await ws.send('{"not": "a list"}')
+        with pytest.raises(ConnectionClosed):
+            await ws.recv()
+    assert ws.close_code == 1003
