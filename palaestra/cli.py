@@ -14,6 +14,7 @@ import palaestra
 from palaestra.core.env import Env
 from palaestra.evaluation.cli import register_cli as register_eval_cli
 from palaestra.server.retriever_cli import register_cli as register_retriever_cli
+from palaestra.server.cli import register_cli as register_serve_cli
 from palaestra.trainers.cli import register_cli as register_train_cli
 
 app = typer.Typer(
@@ -163,6 +164,7 @@ def play(
 register_eval_cli(app)
 register_train_cli(app)
 register_retriever_cli(app)
+register_serve_cli(app)
 
 
 def main() -> None:

@@ -8,8 +8,8 @@ from palaestra.agents.base import Agent
 from palaestra.agents.simple import HumanAgent, OracleAgent, RandomAgent
 
 SPEC_HELP = (
-    "oracle | random | human | openai:MODEL@URL (e.g. openai:Qwen/Qwen3-0.6B@http://localhost:8000/v1)"
-    " | vllm:PATH | hf:PATH"
+    "oracle | random | human | openai:MODEL@URL (e.g. openai:Qwen/Qwen3-0.6B@http://localhost:8000/v1;"
+    " URL1,URL2,... routes episodes over several servers) | vllm:PATH | hf:PATH"
 )
 
 
@@ -37,6 +37,10 @@ def make_agent(spec: str, **options: Any) -> Agent:
             raise ValueError(
                 f"agent spec {spec!r}: write openai:MODEL@URL, e.g. openai:my-model@http://localhost:8000/v1"
             )
+        if "," in url:
+            from palaestra.agents.router import RouterAgent
+
+            return RouterAgent.from_urls(model, url.split(","), **options)
         return OpenAIAgent(model=model, base_url=url, **options)
     if kind == "vllm":
         from palaestra.agents.vllm import VLLMAgent

@@ -47,6 +47,12 @@ def eval_command(
     processes: Annotated[
         int, typer.Option(help="Host envs in this many worker processes (CPU-heavy envs).")
     ] = 0,
+    env_server: Annotated[
+        str | None,
+        typer.Option(
+            help="Host the envs on this `palaestra serve` URL (token: $PALAESTRA_ENV_SERVER_TOKEN)."
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write trajectories and report here.")
     ] = None,
@@ -70,6 +76,7 @@ def eval_command(
             pass_ks=sorted(set(ks)),
             max_turns=max_turns,
             process_workers=processes,
+            env_server=env_server,
         )
         the_agent = make_agent(agent, sampling=Sampling(max_tokens, temperature))
     except (ValueError, KeyError, ImportError) as exc:

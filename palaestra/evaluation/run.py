@@ -15,6 +15,7 @@ from palaestra.core.registry import UnknownEnvError
 from palaestra.core.types import Episode
 from palaestra.evaluation.metrics import EnvSummary, summarize
 from palaestra.evaluation.report import write_html, write_jsonl
+from palaestra.runner.network import EnvServerClient
 from palaestra.runner.rollout import Runner
 from palaestra.runner.tasks import Task, make_tasks
 
@@ -37,6 +38,8 @@ class EvalConfig:
     pass_ks: Sequence[int] = ()
     max_turns: int | None = None
     process_workers: int = 0
+    env_server: str | None = None
+    """URL of a ``palaestra serve`` server to host the envs (token: ``$PALAESTRA_ENV_SERVER_TOKEN``)."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -109,22 +112,28 @@ async def aevaluate(
     tasks = eval_tasks(env_ids, config)
     if on_start is not None:
         on_start(len(tasks))
+    host = None if config.env_server is None else EnvServerClient(config.env_server)
     runner = Runner(
         agent,
         concurrency=config.concurrency,
         max_turns=config.max_turns,
         process_workers=config.process_workers,
+        host=host,
     )
     started = time.perf_counter()
     spans: dict[str, tuple[float, float]] = {}  # env id -> (first start, last end)
     finished: list[tuple[int, Episode]] = []
-    async for position, episode in runner.stream_enumerated(tasks):
-        end = time.perf_counter() - started
-        first, last = spans.get(episode.env_id, (end - episode.duration_s, end))
-        spans[episode.env_id] = (min(first, end - episode.duration_s), max(last, end))
-        finished.append((position, episode))
-        if on_episode is not None:
-            on_episode(episode)
+    try:
+        async for position, episode in runner.stream_enumerated(tasks):
+            end = time.perf_counter() - started
+            first, last = spans.get(episode.env_id, (end - episode.duration_s, end))
+            spans[episode.env_id] = (min(first, end - episode.duration_s), max(last, end))
+            finished.append((position, episode))
+            if on_episode is not None:
+                on_episode(episode)
+    finally:
+        if host is not None:
+            await host.aclose()
     episodes = [episode for _, episode in sorted(finished, key=lambda pair: pair[0])]
     wall_times = {env_id: last - first for env_id, (first, last) in spans.items()}
     summaries = summarize(episodes, pass_ks=config.pass_ks, wall_times=wall_times)

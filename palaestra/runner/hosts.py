@@ -3,9 +3,11 @@
 The runner plays an :class:`EnvHandle`: async ``areset``/``astep`` plus the env's metadata.
 A palaestra :class:`~palaestra.core.env.Env` is one (and may also be stepped inline, without
 a coroutine, when ``steps_inline`` says so); so is a
-:class:`~palaestra.runner.process.RemoteEnv` in a worker process. An :class:`EnvHost` hands
-out handles for tasks and takes them back; a new host (an HTTP client of an env server, Ray
-actors) plugs into the runner by implementing these two protocols.
+:class:`~palaestra.runner.process.RemoteEnv` in a worker process, a
+:class:`~palaestra.runner.network.NetworkEnv` on an env server and a
+:class:`~palaestra.runner.ray_host.RayEnv` in a Ray actor. An :class:`EnvHost` hands out
+handles for tasks and takes them back; a new host plugs into the runner by implementing these
+two protocols.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Envs hosted in worker processes, for CPU-heavy envs that would stall the event loop.
 
 Each worker is a one-process executor holding its envs in a dict, so every call of an
-episode reaches the process that holds its env. Episodes are spread over the workers
+episode reaches the process that holds its env. The worker-side functions
+(:func:`reset_in_worker`, :func:`step_in_worker`, :func:`release_in_worker`) serve any
+one-process worker: Ray actors (:mod:`palaestra.runner.ray_host`) call them too. Episodes are spread over the workers
 least-loaded first. Workers rebuild an env from its registered spec, wrapper stack included.
 """
 
@@ -23,7 +25,7 @@ _worker_free: dict[tuple, list[Any]] = {}
 _worker_keys: dict[int, tuple] = {}
 
 
-def _remote_reset(
+def reset_in_worker(
     handle: int,
     spec: EnvSpec,
     kwargs: dict[str, Any],
@@ -62,11 +64,11 @@ def _make_in_worker(spec: EnvSpec, kwargs: dict[str, Any]) -> Any:
     return palaestra.make(spec.id, **kwargs)
 
 
-def _remote_step(handle: int, action: str) -> StepResult:
+def step_in_worker(handle: int, action: str) -> StepResult:
     return _worker_envs[handle].step(action)
 
 
-def _remote_release(handle: int, reuse: bool) -> None:
+def release_in_worker(handle: int, reuse: bool) -> None:
     env = _worker_envs.pop(handle, None)
     key = _worker_keys.pop(handle, None)
     if env is not None and reuse and key is not None:
@@ -91,14 +93,14 @@ class RemoteEnv:
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> ResetResult:
         obs, info, meta = await self._pool.call(
-            self._worker, _remote_reset, self._handle, self._spec, self._kwargs, seed, options
+            self._worker, reset_in_worker, self._handle, self._spec, self._kwargs, seed, options
         )
         for name, value in meta.items():
             setattr(self, name, value)
         return obs, info
 
     async def astep(self, action: str) -> StepResult:
-        return await self._pool.call(self._worker, _remote_step, self._handle, action)
+        return await self._pool.call(self._worker, step_in_worker, self._handle, action)
 
     def release(self, reuse: bool) -> None:
         """Hand the env back to its worker (``reuse=False`` drops it, e.g. after a crash).
@@ -107,7 +109,7 @@ class RemoteEnv:
         before the worker serves another call.
         """
         self._pool.load[self._worker] -= 1
-        self._pool.submit(self._worker, _remote_release, self._handle, reuse)
+        self._pool.submit(self._worker, release_in_worker, self._handle, reuse)
 
 
 class ProcessEnvPool:

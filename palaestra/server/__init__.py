@@ -1,1 +1,7 @@
-"""Network services: the retrieval server (``palaestra serve-retriever``)."""
+"""Network services: envs as a service (``palaestra serve``; see :mod:`palaestra.runner.network`
+for the protocol and the client) and the retrieval server (``palaestra serve-retriever``)."""
+
+from palaestra.server.run import build_server, is_loopback
+from palaestra.server.sessions import ServerLimits, SessionTable
+
+__all__ = ["ServerLimits", "SessionTable", "build_server", "is_loopback"]

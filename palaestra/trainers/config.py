@@ -237,6 +237,11 @@ class RolloutConfig(_Section):
     max_staleness: int = Field(
         0, ge=0, description="policy versions a rollout may lag behind (0 = synchronous)"
     )
+    env_server: str | None = Field(
+        None,
+        description="URL of a `palaestra serve` server hosting the envs "
+        "(token: $PALAESTRA_ENV_SERVER_TOKEN)",
+    )
 
     @model_validator(mode="after")
     def _vllm_options_need_vllm(self) -> RolloutConfig:

@@ -45,6 +45,7 @@ import palaestra
 from palaestra.agents.base import Sampling
 from palaestra.core.types import Episode
 from palaestra.runner import Runner, Task, make_tasks
+from palaestra.runner.network import EnvServerClient
 from palaestra.tasks import EpochOrder
 from palaestra.trainers.advantages import compute_advantages
 from palaestra.trainers.batch import build_batch
@@ -110,6 +111,8 @@ class Trainer:
             "max_turns": rollout.max_turns,
             "mask_observations": not config.update.train_on_env_tokens,
         }
+        if rollout.env_server is not None:
+            runner_options["host"] = EnvServerClient(rollout.env_server)
         if rollout.max_staleness > 0 and getattr(self.engine, "share_model", False):
             raise ValueError(
                 "async training (rollout.max_staleness > 0) updates the model while rollouts "
