@@ -13,8 +13,8 @@ from rich.table import Table
 import palaestra
 from palaestra.core.env import Env
 from palaestra.evaluation.cli import register_cli as register_eval_cli
-from palaestra.server.retriever_cli import register_cli as register_retriever_cli
 from palaestra.server.cli import register_cli as register_serve_cli
+from palaestra.server.retriever_cli import register_cli as register_retriever_cli
 from palaestra.trainers.cli import register_cli as register_train_cli
 
 app = typer.Typer(
