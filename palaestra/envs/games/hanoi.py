@@ -89,7 +89,8 @@ class TowerOfHanoi(TurnBasedEnv):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> ResetResult:
         super().reset(seed=seed)
-        source, self.target = (int(p) for p in self.np_random.choice(3, size=2, replace=False))
+        source = int(self.np_random.integers(3))
+        self.target = (source + 1 + int(self.np_random.integers(2))) % 3
         self.pegs = [[], [], []]
         self.pegs[source] = list(range(self.disks, 0, -1))
         self.start()

@@ -90,8 +90,8 @@ class Mastermind(TurnBasedEnv):
         self.reward_range = (0.0, 1.0 + shaping)
         self._secret: Code = ()
         self._history: list[tuple[Code, tuple[int, int]]] = []
-        self._candidates = np.zeros(0, dtype=np.int64)
-        self._applied = 0  # history entries the candidates reflect (narrowed on demand)
+        self._candidates: np.ndarray | None = None  # consistent codes, narrowed on demand
+        self._applied = 0  # history entries the candidates reflect
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -101,8 +101,7 @@ class Mastermind(TurnBasedEnv):
             int(c) for c in self.np_random.integers(1, self.colors + 1, size=self.length)
         )
         self._history = []
-        self._candidates = np.arange(self.colors**self.length)
-        self._applied = 0
+        self._candidates, self._applied = None, 0
         self.start()
         example = "".join(str(1 + i % self.colors) for i in range(self.length))
         task = (
@@ -154,6 +153,8 @@ class Mastermind(TurnBasedEnv):
 
     def consistent_codes(self) -> np.ndarray:
         """Indices (into :func:`code_table`) of the codes consistent with every answer."""
+        if self._candidates is None:
+            self._candidates = np.arange(self.colors**self.length)
         for guess, pegs in self._history[self._applied :]:
             self._candidates = consistent_with(
                 self._candidates, guess, pegs, self.length, self.colors
@@ -165,7 +166,8 @@ class Mastermind(TurnBasedEnv):
         """The shaping reward of the latest answer (0 without shaping: nothing computed)."""
         if not self.shaping:
             return 0.0
-        before = len(self._candidates)
+        # called on every answered guess, so the candidates reflect all answers but this one
+        before = len(self._candidates) if self._candidates is not None else self.colors**self.length
         after = len(self.consistent_codes())
         return self.shaping * math.log(before / after) / math.log(self.colors**self.length)
 
