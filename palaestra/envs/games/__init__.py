@@ -21,3 +21,8 @@ register(
 register("game:Sudoku-v0", "palaestra.envs.games.sudoku:Sudoku", variants=_VARIANTS)
 register("game:Minesweeper-v0", "palaestra.envs.games.minesweeper:Minesweeper", variants=_VARIANTS)
 register("game:Hangman-v0", "palaestra.envs.games.hangman:Hangman", variants=_VARIANTS)
+register(
+    "game:Countdown-v0",
+    "palaestra.envs.games.countdown:Countdown",
+    variants={**_VARIANTS, "Closest": {"exact": False}},
+)
