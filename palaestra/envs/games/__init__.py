@@ -26,3 +26,4 @@ register(
     "palaestra.envs.games.countdown:Countdown",
     variants={**_VARIANTS, "Closest": {"exact": False}},
 )
+register("game:WordLadder-v0", "palaestra.envs.games.word_ladder:WordLadder", variants=_VARIANTS)
