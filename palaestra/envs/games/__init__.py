@@ -27,3 +27,4 @@ register(
     variants={**_VARIANTS, "Closest": {"exact": False}},
 )
 register("game:WordLadder-v0", "palaestra.envs.games.word_ladder:WordLadder", variants=_VARIANTS)
+register("game:Sokoban-v0", "palaestra.envs.games.sokoban:Sokoban", variants=_VARIANTS)
