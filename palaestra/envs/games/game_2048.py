@@ -14,9 +14,9 @@ from palaestra.envs.base import TurnBasedEnv, difficulty_preset
 from palaestra.envs.games._common import parse_move
 
 PRESETS: dict[str, dict[str, int]] = {
-    "easy": {"target": 64},
-    "medium": {"target": 128},
-    "hard": {"target": 256},
+    "easy": {"target": 128},
+    "medium": {"target": 256},
+    "hard": {"target": 512},
 }
 MOVES = ("up", "down", "left", "right")
 _ALIASES = {"u": "up", "d": "down", "l": "left", "r": "right", "w": "up", "s": "down", "a": "left"}
@@ -88,7 +88,7 @@ def heuristic(board: Board) -> float:
 
 
 class Game2048(TurnBasedEnv):
-    """Reach the ``target`` tile (easy 64, medium 128, hard 256) on a 4x4 board.
+    """Reach the ``target`` tile (easy 128, medium 256, hard 512) on a 4x4 board.
 
     After every move that changes the board a 2 (probability 0.9) or a 4 appears on a random
     empty cell. Reward: 1 when the target tile appears; 0 otherwise; the episode ends when no
@@ -97,8 +97,9 @@ class Game2048(TurnBasedEnv):
     potential-based per-turn reward for raising the largest tile (in log2, from the
     episode's first to the target), which sums to ``shaping`` over any win. The oracle is a
     one-ply expectimax over the new tile with a corner-and-monotonicity heuristic; new tiles
-    are chance, so ``oracle_always_wins`` is False (over 200 seeds it won every easy and
-    medium episode and 94% of hard ones, the rest ending with a locked board).
+    are chance, so ``oracle_always_wins`` is False: on 40-60 seeds it won 100% of easy,
+    97% of medium and 65% of hard episodes (random moves: 53%, 17%, 0%), the losses ending
+    with a locked board.
     """
 
     threaded_step = False
