@@ -1,7 +1,6 @@
 from typer.testing import CliRunner
 
 import palaestra
-
 from palaestra.cli import app
 
 runner = CliRunner()

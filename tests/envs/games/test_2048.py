@@ -39,9 +39,7 @@ def test_oracle_win_rate(difficulty, seeds, floor):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("difficulty", "floor"), [("easy", 0.97), ("medium", 0.9), ("hard", 0.55)]
-)
+@pytest.mark.parametrize(("difficulty", "floor"), [("easy", 0.97), ("medium", 0.9), ("hard", 0.55)])
 def test_oracle_win_rate_over_100_seeds(difficulty, floor):
     env = Game2048(difficulty)
     assert sum(play(env, seed)[-1][5] is True for seed in range(100)) >= 100 * floor
