@@ -5,3 +5,4 @@ from palaestra.envs import games as games
 from palaestra.envs import math as math
 from palaestra.envs import search as search
 from palaestra.envs import sql as sql
+from palaestra.envs import tools as tools
