@@ -24,6 +24,7 @@ JSON. Works for functions, bound methods (tools over an env's state) and ``async
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import re
@@ -139,8 +140,9 @@ class FunctionTool:
     def __repr__(self) -> str:
         return f"FunctionTool({self.name!r})"
 
-    @property
+    @functools.cached_property
     def schema(self) -> dict[str, Any]:
+        """The OpenAI-format schema (built once; treat it as read-only)."""
         parameters = self.arguments.model_json_schema()
         parameters.pop("title", None)
         for prop in parameters.get("properties", {}).values():

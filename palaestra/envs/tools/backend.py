@@ -8,7 +8,7 @@ change before an identity check). A :class:`ToolTask` is what a simulated user w
 opening request, what only the user knows (told when asked), the reference actions, and the
 facts the agent must tell the user.
 
-Grading (:func:`expected_state`, :func:`state_hash`): the reference actions are replayed on a
+Grading (:func:`replay`, :func:`state_hash`): the reference actions are replayed on a
 fresh copy of the database; an episode succeeds when its final database hashes the same as
 that replay (any path to the same end state passes; the right action on the wrong item or
 one extra side effect fails) and every required fact appears in the agent's messages to the
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -43,16 +43,19 @@ def tool(method: Callable[..., Any]) -> Callable[..., Any]:
 class Backend:
     """One domain's database and conversation session; its :func:`tool` methods are the tools.
 
-    Subclasses set ``name``, ``company`` and ``policy`` (the document the agent reads) and
-    implement :meth:`generate` (a database) and :meth:`generate_task` (a task over it).
+    Subclasses set ``name``, ``company``, ``policy`` (the document the agent reads) and
+    ``database_type``, and implement :meth:`generate` (a database) and :meth:`generate_task`
+    (a task over it).
     """
 
     name: ClassVar[str]
     company: ClassVar[str]
     policy: ClassVar[str]
+    database_type: ClassVar[type[pydantic.BaseModel]]
 
     def __init__(self) -> None:
         self._db: pydantic.BaseModel | None = None
+        self._tools: list[FunctionTool] | None = None
         self.session: dict[str, Any] = {}
 
     @classmethod
@@ -73,18 +76,23 @@ class Backend:
             raise RuntimeError(f"{type(self).__name__}: load a database first")
         return self._db
 
-    def load(self, db: pydantic.BaseModel) -> None:
-        """Start a conversation on a private copy of ``db`` with a fresh session."""
-        self._db = db.model_copy(deep=True)
+    def load(self, db: pydantic.BaseModel | Mapping[str, Any]) -> None:
+        """Start a conversation on a private copy of ``db`` (a database or its
+        ``model_dump()``, the faster to copy) with a fresh session."""
+        if isinstance(db, pydantic.BaseModel):
+            db = db.model_dump()
+        self._db = self.database_type.model_validate(db)  # validation builds new containers
         self.session = {}
 
     def tools(self) -> list[FunctionTool]:
         """The marked methods as tools, bound to this backend (in definition order)."""
-        return [
-            FunctionTool(getattr(self, name))
-            for name, member in _members_in_order(type(self))
-            if getattr(member, _TOOL_MARK, False)
-        ]
+        if self._tools is None:
+            self._tools = [
+                FunctionTool(getattr(self, name))
+                for name, member in _members_in_order(type(self))
+                if getattr(member, _TOOL_MARK, False)
+            ]
+        return self._tools
 
 
 def _members_in_order(cls: type) -> Iterator[tuple[str, Any]]:
@@ -148,26 +156,17 @@ def _diff(a: Any, b: Any, path: str) -> Iterator[str]:
         yield path
 
 
-def replay(backend: Backend, db: pydantic.BaseModel, actions: Sequence[ToolCall]) -> str:
-    """Load ``db`` into ``backend`` and run ``actions``; raises if one is refused (a task
-    whose reference actions break the policy is a bug). Returns the tool outputs, joined."""
+def replay(
+    backend: Backend, db: pydantic.BaseModel | Mapping[str, Any], actions: Sequence[ToolCall]
+) -> pydantic.BaseModel:
+    """The database after the reference ``actions`` on a fresh copy of ``db``, loaded into
+    ``backend``; raises if an action is refused (a task that breaks the policy is a bug)."""
     backend.load(db)
     tools = {t.name: t for t in backend.tools()}
-    outputs = []
-    for call in actions:
-        output = tools[call.name].call(call.arguments)
+    for action in actions:
+        output = tools[action.name].call(action.arguments)
         if output.startswith("error:"):
-            raise ValueError(f"reference action {call} was refused: {output}")
-        outputs.append(output)
-    return "\n".join(outputs)
-
-
-def expected_state(
-    backend_type: type[Backend], db: pydantic.BaseModel, actions: Sequence[ToolCall]
-) -> pydantic.BaseModel:
-    """The database after the reference ``actions`` on a fresh copy of ``db``."""
-    backend = backend_type()
-    replay(backend, db, actions)
+            raise ValueError(f"reference action {action} was refused: {output}")
     return backend.db
 
 

@@ -30,8 +30,8 @@ from palaestra.envs.tool_env import ToolEnv
 from palaestra.envs.tools.backend import (
     Backend,
     ToolTask,
-    expected_state,
     mentions,
+    replay,
     state_diff,
     state_hash,
 )
@@ -68,8 +68,14 @@ def backend_type(domain: str | type[Backend]) -> type[Backend]:
 
 @functools.lru_cache(maxsize=16)
 def database(backend: type[Backend], db_seed: int) -> pydantic.BaseModel:
-    """The domain's database for ``db_seed`` (built once per process; episodes get copies)."""
+    """The domain's database for ``db_seed`` (built once per process; never modified)."""
     return backend.generate(np.random.default_rng(db_seed))
+
+
+@functools.lru_cache(maxsize=16)
+def snapshot(backend: type[Backend], db_seed: int) -> dict[str, Any]:
+    """:func:`database` as plain data, which episodes copy from."""
+    return database(backend, db_seed).model_dump()
 
 
 def make_user(user: str | SimulatedUser) -> SimulatedUser:
@@ -117,6 +123,7 @@ class ToolUseEnv(TurnBasedEnv):
         self.user = make_user(user)
         self.max_turns = max_turns
         self.backend = self.backend_type()
+        self._referee = self.backend_type()  # replays the reference actions
         self._task: ToolTask | None = None
         self._expected = ""
         self._said: list[str] = []
@@ -143,8 +150,9 @@ class ToolUseEnv(TurnBasedEnv):
             options.get("level", self.levels[int(self.np_random.integers(len(self.levels)))])
         )
         task = self.backend_type.generate_task(db, self.np_random, level)
-        self._expected = state_hash(expected_state(self.backend_type, db, task.actions))
-        self.backend.load(db)
+        initial = snapshot(self.backend_type, self.db_seed)
+        self._expected = state_hash(replay(self._referee, initial, task.actions))
+        self.backend.load(initial)
         self._task, self._said = task, []
         self.start()
         return self.user.start(task), {"role": "user", "level": task.level}
@@ -158,8 +166,8 @@ class ToolUseEnv(TurnBasedEnv):
 
     def mismatch(self) -> list[str]:
         """Paths where the database differs from the reference end state (for logs)."""
-        db = database(self.backend_type, self.db_seed)
-        return state_diff(expected_state(self.backend_type, db, self.task.actions), self.backend.db)
+        initial = snapshot(self.backend_type, self.db_seed)
+        return state_diff(replay(self._referee, initial, self.task.actions), self.backend.db)
 
     def play(self, action: str) -> StepResult:
         progress = self._message(action)

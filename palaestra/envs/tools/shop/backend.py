@@ -48,6 +48,7 @@ class Shop(Backend):
     name = "shop"
     company = "an online shop"
     policy = POLICY
+    database_type = ShopDB
     db: ShopDB
 
     @classmethod
