@@ -442,17 +442,6 @@ class Cgroups:
             _write_file(os.path.join(path, "memory.limit_in_bytes"), limit)
 
     @staticmethod
-    def memory_limit_mb(run: dict[str, str]) -> int | None:
-        """The memory limit now set on the run's cgroup (None: none, or no memory controller)."""
-        if "memory" not in run:
-            return None
-        path = run["memory"]
-        text = _read_file(
-            os.path.join(path, "memory.max" if _is_v2(path) else "memory.limit_in_bytes")
-        )
-        return int(text) >> 20 if text.strip().isdigit() else None
-
-    @staticmethod
     def oom_kills(run: dict[str, str]) -> int:
         """How many processes the kernel has killed in this cgroup for exceeding its memory."""
         if "memory" not in run:

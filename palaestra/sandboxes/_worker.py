@@ -177,6 +177,10 @@ def runner_main(setup: dict, run_cgroup: dict, workdir: str, fds: list[int]) -> 
     existing_processes = confine_runner(setup, run_cgroup, workdir)
     sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    inherited = dict(os.environ)  # the worker's: the environment runs usually ask for
+    _set_environment(inherited, workdir)
+    sys.argv = ["<sandbox>"]
+    sys.path[:] = [workdir, *(p for p in sys.path if _readable(p, setup))]
     _warm_up()
     write_message(4, {"ready": True})
     job = read_message(3)
@@ -184,10 +188,8 @@ def runner_main(setup: dict, run_cgroup: dict, workdir: str, fds: list[int]) -> 
         os._exit(0)
     _write_inputs(job)
     _set_rlimits(job, setup, existing_processes)
-    os.environ.clear()
-    os.environ.update(job["env"], HOME=workdir, TMPDIR=workdir, PWD=workdir)
-    sys.argv = ["<sandbox>"]
-    sys.path[:] = [workdir, *(p for p in sys.path if _readable(p, setup))]
+    if job["env"] != inherited:
+        _set_environment(job["env"], workdir)
     sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
     runner = Runner()
     if not job["session"]:
@@ -200,6 +202,11 @@ def runner_main(setup: dict, run_cgroup: dict, workdir: str, fds: list[int]) -> 
         if exited:
             os._exit(exit_code & 0xFF)
     os._exit(0)
+
+
+def _set_environment(env: dict, workdir: str) -> None:
+    os.environ.clear()
+    os.environ.update(env, HOME=workdir, TMPDIR=workdir, PWD=workdir)
 
 
 def _write_inputs(job: dict) -> None:
@@ -331,10 +338,9 @@ class Monitor:
     def start(self, job: dict) -> None:
         """Hand the request to the waiting runner (limits of this run first)."""
         self.cap = job["limits"]["max_output_bytes"]
-        memory_mb = job["limits"]["memory_mb"]
-        if self.run_cgroup and self.cgroups.memory_limit_mb(self.run_cgroup) != memory_mb:
-            self.cgroups.set_memory(self.run_cgroup, memory_mb)
         self.memory_mb = job["limits"]["memory_mb"]
+        if self.run_cgroup and self.memory_mb != self.setup["limits"]["memory_mb"]:
+            self.cgroups.set_memory(self.run_cgroup, self.memory_mb)  # close() restores it
         with contextlib.suppress(BrokenPipeError):
             write_message(self.requests_w, {k: v for k, v in job.items() if k != "id"})
 
@@ -475,6 +481,9 @@ class Monitor:
         with contextlib.suppress(OSError):
             os.close(self.requests_w)
         self.stop()
+        default_mb = self.setup["limits"]["memory_mb"]
+        if self.run_cgroup and self.memory_mb != default_mb:
+            self.cgroups.set_memory(self.run_cgroup, default_mb)  # what the next run expects
         for fd in self.namespace_fds:
             os.close(fd)
         if not self.setup["mount"]:
