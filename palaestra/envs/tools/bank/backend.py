@@ -67,6 +67,7 @@ class Bank(Backend):
     name = "bank"
     company = "a retail bank"
     policy = POLICY
+    database_type = BankDB
     db: BankDB
 
     @classmethod
