@@ -171,7 +171,7 @@ def test_only_the_verified_customers_records(bank):
 
 
 def _funded(bank: Bank) -> tuple[Account, Account]:
-    """A verified customer's open checking account (over $100) and another open account of theirs."""
+    """A verified customer's open checking account (over $100) and another open account."""
     customer = first(
         customers(
             bank.db,
@@ -305,9 +305,13 @@ def test_own_transfers_have_no_limit_and_are_recorded_on_both_sides(bank):
 def test_card_policies(bank):
     db = bank.db
     blocked = first(
-        (c for c in db.cards.values() if c.status == "blocked" and db.accounts[c.account_id].status == "open"),
+        (
+            c
+            for c in db.cards.values()
+            if c.status == "blocked" and db.accounts[c.account_id].status == "open"
+        ),
         "blocked card",
-    )  # fmt: skip
+    )
     customer = db.customers[db.accounts[blocked.account_id].customer_id]
     login(bank, customer)
     refused(bank, "block_card", "already blocked", card_id=blocked.card_id, reason="lost")
@@ -440,14 +444,15 @@ def test_close_account_policies(bank, case, expected):
 
 def test_closing_an_empty_checking_account_blocks_its_cards(bank):
     db = bank.db
-    customer = first(
-        customers(
-            db,
-            lambda accounts: len(open_of(accounts, "checking")) >= 2
-            and any(c.account_id == open_of(accounts, "checking")[0].account_id and c.status == "active" for c in db.cards.values()),
-        ),
-        "customer with two checking accounts and a card",
-    )  # fmt: skip
+
+    def fits(accounts: list[Account]) -> bool:
+        checking = open_of(accounts, "checking")
+        return len(checking) >= 2 and any(
+            c.account_id == checking[0].account_id and c.status == "active"
+            for c in db.cards.values()
+        )
+
+    customer = first(customers(db, fits), "customer with two checking accounts and a card")
     login(bank, customer)
     closing, keeping = open_of(accounts_of(db, customer.customer_id), "checking")[:2]
     moved = use(
@@ -681,7 +686,8 @@ def test_the_outcome_must_be_told():
         "<tool_call>{not json</tool_call>",
         '<tool_call>{"name": "rob_the_vault", "arguments": {}}</tool_call>',
         '<tool_call>{"name": "transfer_funds", "arguments": {"amount": "lots"}}</tool_call>',
-        '<tool_call>{"name": "verify_identity", "arguments": {"customer_id": 7, "date_of_birth": "x"}}</tool_call>',
+        '<tool_call>{"name": "verify_identity", "arguments": {"customer_id": 7, "date_of_birth": '
+        '"x"}}</tool_call>',
         '<tool_call>{"name": "close_account", "arguments": ["A1000"]}</tool_call>',
         "x" * 100_000,
     ],

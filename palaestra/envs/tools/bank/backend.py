@@ -49,9 +49,9 @@ POLICY = f"""
 - A card is blocked for a reason: lost, stolen or damaged. A replacement can only be ordered
   for a blocked card of an open account, once; it is mailed to the address on file, so update
   the address first when the customer has moved.
-- Only card purchases can be disputed (not transfers or deposits), within {DISPUTE_WINDOW_DAYS}
-  days of the purchase (today counts), and only once. The reason is unauthorized, duplicate
-  or not received.
+- Only card purchases can be disputed (not transfers or deposits), once, and only within
+  {DISPUTE_WINDOW_DAYS} days of the purchase (today counts). The reason is unauthorized,
+  duplicate or not received.
 - A customer can open a checking or savings account (it starts with a zero balance) and
   holds at most one savings account that is not closed.
 - An account can be closed when it is open, its balance is zero and it is not the customer's
@@ -113,16 +113,18 @@ class Bank(Backend):
     def _accounts_of(self, customer: Customer) -> list[Account]:
         return accounts_of(self.db, customer.customer_id)
 
-    def _record(self, account: Account, amount: float, description: str, kind: str, **extra: Any):
+    def _post_transfer(self, account: Account, amount: float, counterparty: str) -> None:
+        """Record one side of a transfer (``amount`` < 0 leaves ``account``) and its balance."""
+        direction = "to" if amount < 0 else "from"
         account.balance = round(account.balance + amount, 2)
         account.transactions.append(
             Transaction(
                 transaction_id=next_transaction_id(account),
                 date=self.db.today,
                 amount=amount,
-                description=description,
-                kind=kind,
-                **extra,
+                description=f"Transfer {direction} {counterparty}",
+                kind="transfer",
+                counterparty=counterparty,
             )
         )
 
@@ -188,14 +190,16 @@ class Bank(Backend):
         ]
 
     @tool
-    def list_transactions(self, account_id: str) -> list[dict[str, Any]]:
-        """An account's transactions, newest first (amounts are negative when money went out).
+    def list_transactions(self, account_id: str) -> dict[str, Any]:
+        """Today's date and an account's transactions, newest first (negative amounts left
+        the account).
 
         Args:
             account_id: one of the verified customer's account ids
         """
         account = self._own_account(account_id)
-        return [t.model_dump(mode="json") for t in reversed(account.transactions)]
+        transactions = [t.model_dump(mode="json") for t in reversed(account.transactions)]
+        return {"today": self.db.today.isoformat(), "transactions": transactions}
 
     # -- money -----------------------------------------------------------------------------
 
@@ -229,13 +233,8 @@ class Bank(Backend):
                 f"over the daily limit of {money(DAILY_LIMIT)} to other customers: "
                 f"{money(sent)} already sent today",
             )
-        self._record(
-            source, -amount, f"Transfer to {to_account_id}", "transfer", counterparty=to_account_id
-        )
-        self._record(
-            target, amount, f"Transfer from {from_account_id}", "transfer",
-            counterparty=from_account_id,
-        )  # fmt: skip
+        self._post_transfer(source, -amount, to_account_id)
+        self._post_transfer(target, amount, from_account_id)
         return (
             f"transferred {money(amount)} from {from_account_id} to {to_account_id}; "
             f"new balance of {from_account_id}: {money(source.balance)}"

@@ -125,8 +125,8 @@ def sent_today(db: BankDB, customer_id: str) -> float:
         for account in accounts
         for t in account.transactions
         if t.kind == "transfer" and t.date == db.today and t.amount < 0
-        and t.counterparty not in own
-    )  # fmt: skip
+        if t.counterparty not in own
+    )
     return round(sum(outgoing), 2)
 
 
@@ -191,46 +191,64 @@ def _issue_cards(rng: np.random.Generator, db: BankDB, account: Account) -> None
         )
 
 
+def _transfer_out(rng: np.random.Generator, day: dt.date, payee: str, high: float) -> Transaction:
+    amount = -_cents(rng, 20, high)
+    return Transaction(
+        transaction_id="",
+        date=day,
+        amount=amount,
+        description=f"Transfer to {payee}",
+        kind="transfer",
+        counterparty=payee,
+    )
+
+
+def _past_transaction(
+    rng: np.random.Generator, account: Account, day: dt.date, payees: list[str]
+) -> Transaction:
+    """A card purchase (checking only), a deposit or a transfer out (its id is set later)."""
+    roll = rng.random()
+    if account.kind == "checking" and roll < 0.65:
+        amount, merchant, disputed = -_cents(rng, 4, 260), pick(rng, MERCHANTS), rng.random() < 0.08
+        return Transaction(
+            transaction_id="",
+            date=day,
+            amount=amount,
+            description=merchant,
+            kind="card",
+            disputed=disputed,
+            dispute_reason="unauthorized" if disputed else None,
+        )
+    if roll < 0.85:
+        amount, employer = _cents(rng, 300, 3200), pick(rng, EMPLOYERS)
+        return Transaction(
+            transaction_id="",
+            date=day,
+            amount=amount,
+            description=f"Payroll {employer}",
+            kind="deposit",
+        )
+    return _transfer_out(rng, day, pick(rng, payees), 600)
+
+
 def _history(rng: np.random.Generator, db: BankDB, account: Account, payees: list[str]) -> None:
-    """A few months of transactions, oldest first (closed accounts stop before today)."""
-    entries = []
+    """A few months of transactions, oldest first (closed accounts stop a month ago)."""
     latest = 30 if account.status == "closed" else 0
-    for _ in range(int(rng.integers(4, 11))):
-        day = db.today - dt.timedelta(days=int(rng.integers(latest, HISTORY_DAYS)))
-        roll = rng.random()
-        if account.kind == "checking" and roll < 0.65:
-            entry = (day, -_cents(rng, 4, 260), pick(rng, MERCHANTS), "card", None)
-        elif roll < 0.85:
-            entry = (
-                day,
-                _cents(rng, 300, 3200),
-                f"Payroll {pick(rng, EMPLOYERS)}",
-                "deposit",
-                None,
-            )
-        else:
-            payee = pick(rng, payees)
-            entry = (day, -_cents(rng, 20, 600), f"Transfer to {payee}", "transfer", payee)
-        entries.append(entry)
+    entries = [
+        _past_transaction(
+            rng,
+            account,
+            db.today - dt.timedelta(days=int(rng.integers(latest, HISTORY_DAYS))),
+            payees,
+        )
+        for _ in range(int(rng.integers(4, 11)))
+    ]
     if account.kind == "checking" and account.status == "open" and rng.random() < 0.2:
-        payee = pick(rng, payees)  # an earlier transfer today counts toward the daily limit
-        entries.append(
-            (db.today, -_cents(rng, 200, 1800), f"Transfer to {payee}", "transfer", payee)
-        )
-    for day, amount, description, kind, counterparty in sorted(entries, key=lambda e: e[0]):
-        disputed = kind == "card" and rng.random() < 0.08
-        account.transactions.append(
-            Transaction(
-                transaction_id=next_transaction_id(account),
-                date=day,
-                amount=amount,
-                description=description,
-                kind=kind,
-                counterparty=counterparty,
-                disputed=disputed,
-                dispute_reason="unauthorized" if disputed else None,
-            )
-        )
+        # an earlier transfer today counts toward the daily limit
+        entries.append(_transfer_out(rng, db.today, pick(rng, payees), 1800))
+    for entry in sorted(entries, key=lambda t: t.date):
+        entry.transaction_id = next_transaction_id(account)
+        account.transactions.append(entry)
 
 
 def generate_bank(rng: np.random.Generator, customers: int = 40) -> BankDB:

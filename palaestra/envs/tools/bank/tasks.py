@@ -144,6 +144,7 @@ CHARGE_TOPICS = (
     "which charge", "which transaction", "what charge", "what transaction", "which purchase",
     "what purchase",
 )  # fmt: skip
+REASON_TOPICS = ("reason", "why", "what happened", "what's wrong")
 CARD_TOPICS = ("which card", "what card", "card ending", "last four", "last 4")
 
 # -- level 1: one action, everything in the request --------------------------------------------
@@ -307,10 +308,10 @@ def _dispute(db: BankDB, rng: np.random.Generator, level: int) -> ToolTask | Non
         facts=(
             *_identity_facts(customer),
             UserFact(CHARGE_TOPICS, f"It's {_charge(charge)}."),
-            UserFact(("reason", "why", "what happened", "what's wrong"), DISPUTE_REASONS[reason] + "."),
+            UserFact(REASON_TOPICS, DISPUTE_REASONS[reason] + "."),
         ),
         goal=goal,
-    )  # fmt: skip
+    )
 
 
 # -- level 2: several dependent actions ---------------------------------------------------------
