@@ -22,9 +22,9 @@ from palaestra.envs.tools.bank.database import (
     card_last_four,
     next_account_id,
     next_card_id,
-    random_address,
     sent_today,
 )
+from palaestra.envs.tools.shop.database import random_address
 
 BLOCK_REASONS = {"lost": "I lost it", "stolen": "it was stolen", "damaged": "it is damaged"}
 DISPUTE_REASONS = {
