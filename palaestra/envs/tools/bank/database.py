@@ -19,7 +19,7 @@ import numpy as np
 import pydantic
 
 from palaestra.envs.tools.backend import pick
-from palaestra.envs.tools.shop.database import FIRST_NAMES, LAST_NAMES, Address, random_address
+from palaestra.envs.tools.people import FIRST_NAMES, LAST_NAMES, Address, random_address
 
 AREA_CODES = ("512", "303", "503", "617", "312", "206")
 MERCHANTS = (

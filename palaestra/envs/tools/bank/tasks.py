@@ -24,7 +24,7 @@ from palaestra.envs.tools.bank.database import (
     next_card_id,
     sent_today,
 )
-from palaestra.envs.tools.shop.database import random_address
+from palaestra.envs.tools.people import random_address
 
 BLOCK_REASONS = {"lost": "I lost it", "stolen": "it was stolen", "damaged": "it is damaged"}
 DISPUTE_REASONS = {

@@ -13,8 +13,8 @@ from typing import Literal
 import numpy as np
 
 from palaestra.envs.tools.backend import Backend, ToolTask, money, require, tool
+from palaestra.envs.tools.people import Address
 from palaestra.envs.tools.shop.database import (
-    Address,
     Order,
     OrderItem,
     Payment,

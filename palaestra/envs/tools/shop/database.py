@@ -14,6 +14,7 @@ import numpy as np
 import pydantic
 
 from palaestra.envs.tools.backend import pick
+from palaestra.envs.tools.people import FIRST_NAMES, LAST_NAMES, Address, random_address
 
 CATALOGUE: dict[str, tuple[float, dict[str, tuple[str, ...]]]] = {
     "T-Shirt": (24.0, {"color": ("black", "white", "blue", "red"), "size": ("S", "M", "L", "XL")}),
@@ -32,27 +33,7 @@ CATALOGUE: dict[str, tuple[float, dict[str, tuple[str, ...]]]] = {
     "Smart Watch": (199.0, {"color": ("black", "gold"), "band": ("leather", "silicone")}),
     "Tent": (180.0, {"capacity": ("2 person", "4 person"), "color": ("orange", "green")}),
 }
-FIRST_NAMES = (
-    "Ava", "Liam", "Mia", "Noah", "Emma", "Omar", "Sofia", "Yuki", "Lucas", "Amara", "Ivan",
-    "Chloe", "Mateo", "Priya", "Ethan", "Lena", "Kofi", "Isla", "Ravi", "Nora",
-)  # fmt: skip
-LAST_NAMES = (
-    "Garcia", "Kim", "Novak", "Okafor", "Silva", "Muller", "Tanaka", "Rossi", "Khan", "Dubois",
-    "Larsen", "Moreau", "Costa", "Singh", "Walsh", "Petrov", "Haddad", "Jensen",
-)  # fmt: skip
-CITIES = (
-    ("Austin", "TX", "787"), ("Denver", "CO", "802"), ("Portland", "OR", "972"),
-    ("Boston", "MA", "021"), ("Chicago", "IL", "606"), ("Seattle", "WA", "981"),
-)  # fmt: skip
-STREETS = ("Oak St", "Maple Ave", "Pine Rd", "Cedar Ln", "Elm St", "Lake Dr", "Hill Rd")
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
-
-
-class Address(pydantic.BaseModel):
-    street: str
-    city: str
-    state: str
-    zip: str
 
 
 class Variant(pydantic.BaseModel):
@@ -133,14 +114,6 @@ def _generate_products(rng: np.random.Generator) -> dict[str, Product]:
             )
         products[product_id] = Product(product_id=product_id, name=name, variants=variants)
     return products
-
-
-def random_address(rng: np.random.Generator) -> Address:
-    city, state, prefix = pick(rng, CITIES)
-    street = f"{int(rng.integers(1, 999))} {pick(rng, STREETS)}"
-    return Address(
-        street=street, city=city, state=state, zip=f"{prefix}{int(rng.integers(10, 99))}"
-    )
 
 
 def _generate_user(rng: np.random.Generator, number: int) -> User:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from palaestra.envs.tools.backend import ToolTask, UserFact, call, money, pick
+from palaestra.envs.tools.people import random_address
 from palaestra.envs.tools.shop.database import (
     CANCEL_REASONS,
     Order,
     OrderItem,
     ShopDB,
     User,
-    random_address,
 )
 
 
