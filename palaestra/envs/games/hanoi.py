@@ -104,10 +104,8 @@ class TowerOfHanoi(TurnBasedEnv):
         return task, {"role": "user"}
 
     def render_pegs(self) -> str:
-        return "\n".join(
-            f"{name}: {' '.join(map(str, peg)) or '-'}"
-            for name, peg in zip(PEGS, self.pegs, strict=True)
-        )
+        a, b, c = (" ".join(map(str, peg)) or "-" for peg in self.pegs)
+        return f"A: {a}\nB: {b}\nC: {c}"
 
     def _placed(self) -> int:
         """Disks stacked in their final place on C, from the largest up."""
@@ -121,15 +119,15 @@ class TowerOfHanoi(TurnBasedEnv):
     def play(self, action: str) -> StepResult:
         move = parse_move(action)
         match = _MOVE.match(move) if move is not None else None
-        before = self._placed()
+        before = self._placed() if self.shaping else 0
         if match is None:
             feedback = (
                 "I could not read a move. Give the two pegs inside \\boxed{}, e.g. \\boxed{A C}."
             )
         else:
-            source, target = (PEGS.index(m.upper()) for m in match.groups())
-            feedback = self._move(source, target)
-        gain = self.shaping * (self._placed() - before) / self.disks
+            source, target = match.groups()
+            feedback = self._move(_PEG_INDEX[source.upper()], _PEG_INDEX[target.upper()])
+        gain = self.shaping * (self._placed() - before) / self.disks if self.shaping else 0.0
         if len(self.pegs[self.target]) == self.disks:
             return self.finish(
                 f"Solved in {self.turn} moves (best: {self.optimal_moves}).\n{self.render_pegs()}",
