@@ -257,11 +257,14 @@ def _add(db: ClinicDB, patient: Patient, doctor: Doctor, day: str, time: str, st
 
 def _book_slots(db: ClinicDB, rng: np.random.Generator) -> None:
     """Fill each doctor-day to a drawn level with patients the policy allows (no clash, one
-    upcoming appointment per doctor); slots before now hold completed appointments."""
+    upcoming appointment per doctor) from about half of the doctor's possible patients, so
+    that others can still book; slots before now hold completed appointments."""
     times: dict[str, set[str]] = {p: set() for p in db.patients}
     doctors: dict[str, set[str]] = {p: set() for p in db.patients}
     for doctor in db.doctors.values():
-        allowed = [p for p in db.patients.values() if eligible(db, p, doctor)]
+        allowed = [
+            p for p in db.patients.values() if eligible(db, p, doctor) and rng.random() < 0.5
+        ]
         for day in db.working_days(doctor.doctor_id):
             fill = pick(rng, (0.0, 0.3, 0.6, 1.0))
             for time in session_times(doctor.schedule[weekday(day)]):
