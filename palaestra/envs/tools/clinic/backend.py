@@ -81,15 +81,22 @@ class Clinic(Backend):
 
     # -- session ---------------------------------------------------------------------------
 
+    def _identified(self) -> Patient:
+        patient_id = self.session.get("patient_id")
+        require(patient_id is not None, "identify the patient first with find_patient")
+        return self.db.patients[patient_id]
+
     def _patient(self, patient_id: str) -> Patient:
         """The identified patient, who must be ``patient_id``."""
-        current = self.session.get("patient_id")
-        require(current is not None, "identify the patient first with find_patient")
-        require(patient_id == current, f"{patient_id!r} is not the identified patient ({current})")
-        return self.db.patients[current]
+        patient = self._identified()
+        require(
+            patient_id == patient.patient_id,
+            f"{patient_id!r} is not the identified patient ({patient.patient_id})",
+        )
+        return patient
 
     def _own_appointment(self, appointment_id: str) -> tuple[Patient, Appointment]:
-        patient = self._patient(self.session.get("patient_id", ""))
+        patient = self._identified()
         appointment = self.db.appointments.get(appointment_id)
         require(
             appointment is not None, f"no appointment {appointment_id!r} (ids look like 'A1000')"

@@ -38,7 +38,10 @@ SPECIALISTS = {
 }
 NAME = ("name",)
 BIRTH = ("birth", "dob", "born")
-WHICH = ("which appointment", "what appointment", "which doctor", "which one")
+WHICH = (
+    "which appointment", "what appointment", "which doctor", "what doctor", "which one",
+    "which of your", "with whom",
+)  # fmt: skip
 DAY = ("which day", "what day", "when", "day", "date")
 INSURANCE = ("insurance", "provider", "member")
 TEMPLATE_DRAWS, FIT_DRAWS = 100, 20
@@ -67,7 +70,7 @@ def _identity(patient: Patient) -> tuple[UserFact, ...]:
     )
 
 
-def _surname(doctor: Doctor) -> str:
+def _report_name(doctor: Doctor) -> str:
     """How the report names a doctor: the full name without the title."""
     return doctor.name.removeprefix("Dr. ")
 
@@ -222,7 +225,7 @@ def _book_specialty(db: ClinicDB, rng: np.random.Generator, level: int) -> ToolT
         _identify(patient),
         call("book_appointment", patient_id=patient.patient_id, slot_id=slot.slot_id),
     )
-    report, question = (slot.time, _surname(doctor)), "What time is it, and with which doctor?"
+    report, question = (slot.time, _report_name(doctor)), "What time is it, and with which doctor?"
     goal = f"book the earliest free time with {specialist} on {_when(slot.date)}"
     if level == 2:
         return ToolTask(
