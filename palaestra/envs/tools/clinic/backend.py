@@ -55,6 +55,8 @@ POLICY = """
   have an upcoming appointment with that doctor). Do not waitlist when a slot is free.
 - Phone numbers are written like 512-555-0147. Insurance providers: Aetna, BlueCross, Cigna,
   Humana, UnitedHealthcare; member IDs are three capital letters and six digits (CIG123456).
+- Dates are YYYY-MM-DD and times HH:MM (24-hour, the clinic's local time); get_current_time
+  gives the current date and time.
 - Tell the patient the time (HH:MM, as the tools show it) and the doctor's full name of every
   appointment you book or move.
 """
