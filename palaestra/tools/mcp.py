@@ -1,14 +1,14 @@
 """The tools of an MCP server (Model Context Protocol) as palaestra tools.
 
->>> server = MCPServer(command="python", args=["counter_server.py"])  # doctest: +SKIP
->>> toolset = MCPToolset(server, per_episode=True, timeout=10)  # lists the server's tools
->>> [tool.name for tool in toolset.tools]
+>>> server = MCPServer(command="python", args=["counter_server.py"])
+>>> toolset = MCPToolset(server, per_episode=True, timeout=10)  # doctest: +SKIP
+>>> [tool.name for tool in toolset.tools]  # doctest: +SKIP
 ['increment', 'get']
->>> env = ToolEnv(palaestra.make("game:GuessTheNumber-v0"), toolset.tools)
->>> # or as plain data, which a registered wrapper stack keeps and worker processes rebuild:
->>> spec = {"name": "mcp", "server": {"command": "python", "args": ["counter_server.py"]},
-...         "per_episode": True}
->>> env = ToolEnv(palaestra.make("game:GuessTheNumber-v0"), [spec])
+>>> env = ToolEnv(palaestra.make("game:GuessTheNumber-v0"), [toolset])  # doctest: +SKIP
+
+The same as plain data, which a registered wrapper stack keeps and worker processes rebuild:
+``ToolEnv(env, [{"name": "mcp", "server": {"command": "python", "args": [...]},
+"per_episode": True}])``.
 
 Lifetimes. Shared (the default): one connection serves every episode; the first call opens
 it, :meth:`MCPToolset.close` closes it, and after the server dies the next call opens a new
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import os
 import re
@@ -160,7 +161,7 @@ async def _open_streams(server: MCPServer) -> AsyncIterator[tuple[Any, Any]]:
     from mcp.client import streamable_http
 
     headers = dict(server.headers or {})
-    if hasattr(streamable_http, "streamable_http_client"):  # mcp >= 1.24 takes an HTTP client
+    if hasattr(streamable_http, "streamable_http_client"):  # newer SDKs take an HTTP client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
         async with (
@@ -187,6 +188,17 @@ def _connection_closed(error: BaseException) -> bool:
     code = getattr(getattr(error, "error", None), "code", None)
     closed = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
     return code == CONNECTION_CLOSED or isinstance(error, closed)
+
+
+def _page(session: Any, cursor: str | None) -> dict[str, Any]:
+    """``list_tools`` keywords for the page at ``cursor`` (older SDKs take a bare cursor)."""
+    if cursor is None:
+        return {}
+    if "params" not in inspect.signature(session.list_tools).parameters:
+        return {"cursor": cursor}
+    from mcp.types import PaginatedRequestParams
+
+    return {"params": PaginatedRequestParams(cursor=cursor)}
 
 
 async def _cancel_remaining_tasks() -> None:
@@ -222,10 +234,10 @@ class _Connection:
     def _run(self) -> None:
         try:
             self._loop.run_until_complete(self._serve())
+        finally:
             # Requests still pending (submitted as the session closed) end cancelled.
             self._loop.run_until_complete(_cancel_remaining_tasks())
             self._loop.run_until_complete(self._loop.shutdown_asyncgens())
-        finally:
             self._loop.close()
 
     async def _serve(self) -> None:
@@ -296,22 +308,11 @@ class _Connection:
         tools: list[dict[str, Any]] = []
         cursor = None
         while True:
-            result = await self._request(session.list_tools(**self._page(cursor)), timeout)
+            result = await self._request(session.list_tools(**_page(session, cursor)), timeout)
             tools += [tool.model_dump(by_alias=True, mode="json") for tool in result.tools]
             cursor = getattr(result, "next_cursor", getattr(result, "nextCursor", None))
             if not cursor:
                 return tools
-
-    @staticmethod
-    def _page(cursor: str | None) -> dict[str, Any]:
-        if cursor is None:
-            return {}
-        try:  # mcp 2
-            from mcp.types import PaginatedRequestParams
-
-            return {"params": PaginatedRequestParams(cursor=cursor)}
-        except ImportError:
-            return {"cursor": cursor}
 
     async def call_tool(self, name: str, arguments: dict[str, Any], timeout: float) -> Any:
         """The server's ``CallToolResult`` as JSON (camelCase keys)."""
@@ -463,35 +464,42 @@ class MCPTool:
             return None
         return f"error: {self.name}: " + "; ".join(_argument_problem(e) for e in errors)
 
-    def _failure(self, error: MCPServerError) -> str:
+    def _submit(self, arguments: dict[str, Any]) -> tuple[_Connection, Future[Any]]:
+        connection = self.toolset._connection()
+        request = connection.call_tool
+        return connection, connection.submit(
+            request, self.remote_name, arguments, self.toolset.timeout
+        )
+
+    def _failure(self, connection: _Connection | None, error: Exception) -> str:
+        if not isinstance(error, MCPServerError):
+            error = MCPServerError(f"failed: {_describe(error)}")
+        if connection is not None:
+            error = self.toolset._explain(connection, error)
         return f"error: {self.name}: MCP server {self.toolset.server} {error}"
 
     def call(self, arguments: dict[str, Any]) -> str:
         problem = self._check(arguments)
         if problem:
             return problem
-        connection = self.toolset.connection()
-        future = connection.submit(
-            connection.call_tool, self.remote_name, arguments, self.toolset.timeout
-        )
+        connection = None
         try:
+            connection, future = self._submit(arguments)
             result = _wait(future, self.toolset.patience)
-        except MCPServerError as error:
-            return self._failure(self.toolset.failed(connection, error))
+        except Exception as error:
+            return self._failure(connection, error)
         return render_result(self.name, result, self.toolset.max_output_chars)
 
     async def acall(self, arguments: dict[str, Any]) -> str:
         problem = self._check(arguments)
         if problem:
             return problem
-        connection = self.toolset.connection()
-        future = connection.submit(
-            connection.call_tool, self.remote_name, arguments, self.toolset.timeout
-        )
+        connection = None
         try:
+            connection, future = self._submit(arguments)
             result = await _await(future, self.toolset.patience)
-        except MCPServerError as error:
-            return self._failure(self.toolset.failed(connection, error))
+        except Exception as error:
+            return self._failure(connection, error)
         return render_result(self.name, result, self.toolset.max_output_chars)
 
     def reset(self) -> None:
@@ -575,7 +583,7 @@ class MCPToolset:
             specs = [spec for spec in specs if spec["name"] in include]
         return [MCPTool(self, spec, prefix + spec["name"]) for spec in specs]
 
-    def connection(self) -> _Connection:
+    def _connection(self) -> _Connection:
         """The connection calls go to now, opened if there is none (without waiting for it).
 
         A shared connection that failed is replaced; a per-episode one stays failed until
@@ -588,8 +596,8 @@ class MCPToolset:
                 live = self._live = _Connection(self.server, self.startup_timeout)
             return live
 
-    def failed(self, connection: _Connection, error: MCPServerError) -> MCPServerError:
-        """Note a failed call; after a server death, say when it starts again."""
+    def _explain(self, connection: _Connection, error: MCPServerError) -> MCPServerError:
+        """The error a call gets; once the connection failed, it says when a new one starts."""
         if connection.failure is not None:
             when = "next episode" if self.per_episode else "next call"
             return MCPServerError(f"{error}; it restarts with the {when}")

@@ -5,8 +5,6 @@ Run as ``python mcp_counter_server.py`` (stdio) or ``python mcp_counter_server.p
 (streamable HTTP on 127.0.0.1).
 """
 
-from __future__ import annotations
-
 import asyncio
 import os
 import sys
