@@ -1,4 +1,4 @@
-"""A small MCP server for the tests: a stateful counter, a tool that hangs, one that crashes,
+"""A small MCP server for the tests: a stateful counter, tools that hang, one that crashes,
 one that fails, and one that shows the server's environment.
 
 Run as ``python mcp_counter_server.py`` (stdio) or ``python mcp_counter_server.py --http PORT``
@@ -8,6 +8,7 @@ Run as ``python mcp_counter_server.py`` (stdio) or ``python mcp_counter_server.p
 import asyncio
 import os
 import sys
+import time
 
 try:  # mcp 2 renamed FastMCP to MCPServer
     from mcp.server.mcpserver import MCPServer
@@ -37,6 +38,13 @@ async def sleep(seconds: float) -> str:
     """Wait `seconds` before answering."""
     await asyncio.sleep(seconds)
     return "awake"
+
+
+@server.tool()
+def block(seconds: float) -> str:
+    """Block the process for `seconds` (ignoring everything else) before answering."""
+    time.sleep(seconds)
+    return "unblocked"
 
 
 @server.tool()

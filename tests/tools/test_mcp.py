@@ -46,10 +46,11 @@ def stdio_servers() -> list[int]:
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            state, parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
         except OSError:
             continue
-        if str(SCRIPT).encode() in cmdline and b"--http" not in cmdline and state != "Z":
+        ours = int(parent) == os.getpid() and state != "Z"
+        if ours and str(SCRIPT).encode() in cmdline and b"--http" not in cmdline:
             pids.append(int(entry.name))
     return pids
 
@@ -90,7 +91,7 @@ def http_url() -> Iterator[str]:
 def test_schemas_come_through_and_calls_work_over_stdio() -> None:
     with stdio_toolset() as toolset:
         tools = tools_of(toolset)
-        assert list(tools) == ["increment", "get", "sleep", "crash", "getenv", "fail"]
+        assert list(tools) == ["increment", "get", "sleep", "block", "crash", "getenv", "fail"]
         assert tools["increment"].schema == {
             "type": "function",
             "function": {
@@ -212,6 +213,15 @@ def test_a_hung_call_returns_an_error_within_the_timeout() -> None:
         assert message.endswith("did not answer within 0.5 s")
         assert ticks > 0  # the caller's loop kept running while the call waited
         assert tools["increment"].call({}) == "1"  # the server still serves other calls
+    assert stdio_servers() == []
+
+
+def test_close_stops_a_server_stuck_in_a_blocking_call() -> None:
+    toolset = stdio_toolset(timeout=0.5, include=["block"])
+    (block,) = toolset.tools
+    assert block.call({"seconds": 600}).endswith("did not answer within 0.5 s")
+    assert stdio_servers() != []
+    toolset.close()  # the server ignores its closed stdin: it gets terminated
     assert stdio_servers() == []
 
 
