@@ -366,6 +366,7 @@ def _validator(schema: dict[str, Any]) -> Any:
     """A JSON-schema validator of a tool's arguments, or None (no jsonschema, bad schema)."""
     try:
         import jsonschema
+        from referencing import Registry
     except ImportError:
         return None
     try:
@@ -373,7 +374,7 @@ def _validator(schema: dict[str, Any]) -> Any:
         cls.check_schema(schema)
     except jsonschema.SchemaError:
         return None  # the server validates
-    return cls(schema)
+    return cls(schema, registry=Registry())  # an empty registry: no $ref is fetched
 
 
 def _argument_problem(error: Any) -> str:
@@ -459,9 +460,13 @@ class MCPTool:
             return f"error: {self.name}: arguments must be a JSON object, got {type(arguments).__name__}"
         if self._validator is None:
             return None
-        errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
+        try:
+            errors = list(self._validator.iter_errors(arguments))
+        except Exception:  # a schema it cannot apply (an unresolvable $ref): the server checks
+            return None
         if not errors:
             return None
+        errors.sort(key=lambda e: [str(part) for part in e.path])
         return f"error: {self.name}: " + "; ".join(_argument_problem(e) for e in errors)
 
     def _submit(self, arguments: dict[str, Any]) -> tuple[_Connection, Future[Any]]:
