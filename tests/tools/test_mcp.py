@@ -280,6 +280,9 @@ def test_bad_servers_fail_when_the_toolset_is_made() -> None:
         MCPToolset({"command": "/nonexistent/mcp-server"})
     with pytest.raises(ValueError, match="no tool"):
         stdio_toolset(include=["decrement"])
+    silent = {**SERVER, "args": ["-c", "import time; time.sleep(600)", str(SCRIPT)]}
+    with pytest.raises(MCPServerError, match=r"did not start within 0\.5 s"):
+        MCPToolset(silent, startup_timeout=0.5)  # a process that never answers
     with pytest.raises(ValueError, match="exactly one of command"):
         MCPServer()
     with pytest.raises(ValueError, match="http"):
