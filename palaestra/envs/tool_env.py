@@ -25,7 +25,7 @@ from palaestra.core.env import Env, Policy, ResetResult, StepResult
 from palaestra.core.tool_calls import ParsedToolCalls, ToolCall, ToolCallFormat, tool_format
 from palaestra.core.wrappers import Wrapper, truncate_at_limit
 from palaestra.envs.base import AnswerEnv
-from palaestra.tools import Tool, ToolLike, make_tool
+from palaestra.tools import Tool, ToolLike, make_tools
 
 MAX_CALLS_PER_ACTION = 16
 """Calls one action may make; the rest get an error (a policy must not stall the env)."""
@@ -36,7 +36,8 @@ class ToolEnv(Wrapper):
 
     ``tools`` are tool objects, registered tool names (``"python"``) or
     ``{"name": "python", "stateful": True}`` mappings (names keep registered wrapper stacks
-    plain data, so worker processes can rebuild them).
+    plain data, so worker processes can rebuild them); a toolset (``{"name": "mcp", ...}``,
+    :class:`~palaestra.tools.mcp.MCPToolset`) adds all its tools.
     """
 
     def __init__(
@@ -49,7 +50,7 @@ class ToolEnv(Wrapper):
         max_turns: int | None = None,
     ):
         super().__init__(env)
-        resolved = [make_tool(tool) for tool in tools]
+        resolved = [tool for spec in tools for tool in make_tools(spec)]
         if not resolved:
             raise ValueError("ToolEnv needs at least one tool, e.g. ToolEnv(env, ['python'])")
         if max_tool_turns < 1:

@@ -1,7 +1,7 @@
 """Tools an agent can call from inside an env: the protocol, tools by name, tools from plain
-Python functions, the python tool."""
+Python functions, the python tool, MCP servers' tools."""
 
-from palaestra.tools.base import Tool, ToolLike, make_tool, register_tool
+from palaestra.tools.base import Tool, ToolLike, Toolset, make_tool, make_tools, register_tool
 from palaestra.tools.function import FunctionTool, ToolError, function_tool
 
 __all__ = [
@@ -9,7 +9,9 @@ __all__ = [
     "Tool",
     "ToolError",
     "ToolLike",
+    "Toolset",
     "function_tool",
     "make_tool",
+    "make_tools",
     "register_tool",
 ]

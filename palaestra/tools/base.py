@@ -1,10 +1,11 @@
-"""The tool protocol, and tools by name (``make_tool("python", stateful=True)``)."""
+"""The tool protocol, and tools by name (``make_tool("python", stateful=True)``); toolsets
+(several tools made together, such as an MCP server's) by name too (``make_tools("mcp", ...)``)."""
 
 from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from palaestra.tools.function import FunctionTool
@@ -34,11 +35,22 @@ class Tool(Protocol):
     def close(self) -> None: ...
 
 
-_tools: dict[str, str] = {"python": "palaestra.tools.python:PythonTool"}
+@runtime_checkable
+class Toolset(Protocol):
+    """Several tools made together because they share something (an MCP server connection)."""
+
+    @property
+    def tools(self) -> Sequence[Tool]: ...
+
+
+_tools: dict[str, str] = {
+    "python": "palaestra.tools.python:PythonTool",
+    "mcp": "palaestra.tools.mcp:MCPToolset",
+}
 _lock = threading.Lock()
 
-ToolLike = Tool | str | Mapping[str, Any] | Callable[..., Any]
-"""A tool, a registered tool name, ``{"name": <registered name>, **kwargs}``, or a plain
+ToolLike = Tool | Toolset | str | Mapping[str, Any] | Callable[..., Any]
+"""A tool, a toolset, a registered name, ``{"name": <registered name>, **kwargs}``, or a plain
 function (wrapped in a :class:`~palaestra.tools.function.FunctionTool`)."""
 
 
@@ -54,18 +66,31 @@ def make_tool(spec: ToolLike, **kwargs: Any) -> Tool:
     """A tool from a registered name (``"python"``), a ``{"name": ..., **kwargs}`` mapping, a
     tool object (returned as it is) or a plain function (its type hints and docstring make
     the schema). Names keep registered wrapper stacks plain data."""
+    built = _build(spec, **kwargs)
+    if not isinstance(built, Tool):
+        raise TypeError(f"{spec!r} makes several tools; use make_tools")
+    return built
+
+
+def make_tools(spec: ToolLike, **kwargs: Any) -> list[Tool]:
+    """What :func:`make_tool` makes, as a list; a toolset (``"mcp"``) gives all its tools."""
+    built = _build(spec, **kwargs)
+    return [built] if isinstance(built, Tool) else list(built.tools)
+
+
+def _build(spec: ToolLike, **kwargs: Any) -> Tool | Toolset:
     if isinstance(spec, Mapping):
         options = dict(spec)
         name = options.pop("name", None)
         if not isinstance(name, str):
             raise ValueError(f'a tool given as a mapping needs a "name", got {spec!r}')
-        return make_tool(name, **options, **kwargs)
+        return _build(name, **options, **kwargs)
     if not isinstance(spec, str):
-        if not isinstance(spec, Tool) and callable(spec):
+        if isinstance(spec, Tool | Toolset):
+            return spec
+        if callable(spec):
             return FunctionTool(spec, **kwargs)
-        if not isinstance(spec, Tool):
-            raise TypeError(f"{type(spec).__name__} is not a tool (see palaestra.tools.Tool)")
-        return spec
+        raise TypeError(f"{type(spec).__name__} is not a tool (see palaestra.tools.Tool)")
     entry_point = _tools.get(spec)
     if entry_point is None:
         raise ValueError(f"unknown tool {spec!r}; registered tools: {sorted(_tools)}")
