@@ -71,6 +71,7 @@ class Clinic(Backend):
     name = "clinic"
     company = "a medical clinic"
     policy = POLICY
+    database_type = ClinicDB
     db: ClinicDB
 
     @classmethod
