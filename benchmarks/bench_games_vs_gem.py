@@ -4,7 +4,10 @@ Each episode is replayed from a move list made before the clock starts, so only 
 timed (reset and every step): the same kind of moves on both sides, winning play where the
 game allows it (tower of hanoi: the optimal solution; mastermind: five distinct valid guesses,
 then the code; sudoku: every empty cell filled with its solution digit; guess the number:
-binary search). GEM's envs read their secret from their own state to build the winning
+binary search; minesweeper: every safe cell revealed), and the same random moves on both
+sides where a winning line is not at hand (sokoban, 2048: level generation is timed with
+the reset). GEM's wordle and hangman need the NLTK words corpus, downloaded at run time, so
+they cannot be measured offline. GEM's envs read their secret from their own state to build the winning
 moves; palaestra's from theirs. Variants alternate over rounds and keep their best round.
 
     python benchmarks/bench_games_vs_gem.py --episodes 300 --rounds 3
@@ -121,11 +124,74 @@ def _binary_search(secret: int, low: int, high: int) -> list[str]:
         low, high = (guess + 1, high) if guess < secret else (low, guess - 1)
 
 
+def oracle_moves(env, seed: int) -> list[str]:
+    """The moves palaestra's oracle makes in the episode of ``seed`` (played untimed)."""
+    observation, _ = env.reset(seed=seed)
+    policy, moves = env.oracle(), []
+    while True:
+        moves.append(policy(observation))
+        observation, _, terminated, truncated, _ = env.step(moves[-1])
+        if terminated or truncated:
+            return moves
+
+
+def palaestra_minesweeper(seed: int) -> tuple[object, Episode]:
+    env = palaestra.make("game:Minesweeper-v0")
+    return env, (lambda: env.reset(seed=seed), oracle_moves(env, seed))
+
+
+def gem_minesweeper(seed: int) -> tuple[object, Episode]:
+    """Reveal the centre (GEM lays the mines on the first reveal), then every safe cell still
+    hidden, found from GEM's own grid; played untimed once to list the moves."""
+    env = gem.make("game:Minesweeper-v0-hard", max_turns=100)
+    env.reset(seed=seed)
+    moves = ["\\boxed{reveal 4 4}"]
+    while not env.step(moves[-1])[2]:
+        hidden = [
+            (r, c)
+            for r in range(env.rows)
+            for c in range(env.cols)
+            if env.grid[r][c] != -1 and not env.revealed[r][c]
+        ]
+        if not hidden:
+            break
+        moves.append(f"\\boxed{{reveal {hidden[0][0]} {hidden[0][1]}}}")
+    return env, (lambda: env.reset(seed=seed), moves)
+
+
+def _random_directions(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    return [f"\\boxed{{{rng.choice(('up', 'down', 'left', 'right'))}}}" for _ in range(count)]
+
+
+def palaestra_sokoban(seed: int) -> tuple[object, Episode]:
+    env = palaestra.make("game:Sokoban-Hard-v0")
+    return env, (lambda: env.reset(seed=seed), _random_directions(seed, 20))
+
+
+def gem_sokoban(seed: int) -> tuple[object, Episode]:
+    env = gem.make("game:Sokoban-v0-easy")
+    return env, (lambda: env.reset(seed=seed), _random_directions(seed, 20))
+
+
+def palaestra_2048(seed: int) -> tuple[object, Episode]:
+    env = palaestra.make("game:2048-Easy-v0")
+    return env, (lambda: env.reset(seed=seed), _random_directions(seed, 50))
+
+
+def gem_2048(seed: int) -> tuple[object, Episode]:
+    env = gem.make("game:Game2048-v0-easy")
+    return env, (lambda: env.reset(seed=seed), _random_directions(seed, 50))
+
+
 GAMES = {
     "guess the number (1..50)": (palaestra_guess, gem_guess),
     "tower of hanoi (5 disks)": (palaestra_hanoi, gem_hanoi),
     "mastermind (4 of 1-6)": (palaestra_mastermind, gem_mastermind),
     "sudoku (9x9, 30 clues)": (palaestra_sudoku, gem_sudoku),
+    "minesweeper (8x8, 10 mines)": (palaestra_minesweeper, gem_minesweeper),
+    "sokoban (6x6, 2 boxes; 20 random moves)": (palaestra_sokoban, gem_sokoban),
+    "2048 (50 random moves)": (palaestra_2048, gem_2048),
 }
 
 

@@ -14,7 +14,7 @@ from palaestra.envs.games._common import parse_move
 PRESETS: dict[str, dict[str, int]] = {
     "easy": {"size": 5, "boxes": 1, "walls": 2, "pulls": 40, "min_moves": 5},
     "medium": {"size": 5, "boxes": 2, "walls": 2, "pulls": 60, "min_moves": 10},
-    "hard": {"size": 6, "boxes": 2, "walls": 4, "pulls": 100, "min_moves": 16},
+    "hard": {"size": 6, "boxes": 2, "walls": 4, "pulls": 200, "min_moves": 16},
 }
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 _ALIASES = {"u": "up", "d": "down", "l": "left", "r": "right", "w": "up", "s": "down", "a": "left"}
@@ -57,32 +57,60 @@ class Level:
 
     def shortest_solution(self, state: State, limit: int = 200_000) -> list[str] | None:
         """A shortest move sequence that solves ``state`` (BFS), or None if there is none
-        within ``limit`` visited states."""
-        previous: dict[State, tuple[State, str] | None] = {state: None}
-        queue = deque([state])
+        within ``limit`` visited states.
+
+        The search runs on integers: a cell is its index in the room with its walls
+        (``(size + 2)`` squared cells), a state is the bitmask of the boxes shifted left by
+        8 bits, plus the player's cell, so visiting a state costs a few integer operations.
+        """
+        width = self.size + 2
+        index = {(r, c): r * width + c for r in range(width) for c in range(width)}
+        steps = [dr * width + dc for dr, dc in MOVES.values()]
+        free = [self.free(divmod(i, width)) for i in range(width * width)]
+        goal = sum(1 << index[t] for t in self.targets)
+        player, boxes = state
+        start = sum(1 << index[b] for b in boxes) << 8 | index[player]
+        previous: dict[int, tuple[int, int] | None] = {start: None}
+        queue = deque([start])
         while queue:
             current = queue.popleft()
-            if self.solved(current):
-                path = []
-                while previous[current] is not None:
-                    current, direction = previous[current]
-                    path.append(direction)
-                return path[::-1]
-            for direction in MOVES:
-                following = self.move(current, direction)
-                if following is not None and following not in previous:
+            mask, at = current >> 8, current & 0xFF
+            if mask == goal:
+                return self._path(previous, current)
+            for direction, step in enumerate(steps):
+                ahead = at + step
+                if not free[ahead]:
+                    continue
+                moved = mask
+                if mask >> ahead & 1:
+                    beyond = ahead + step
+                    if not free[beyond] or mask >> beyond & 1:
+                        continue
+                    moved = mask ^ (1 << ahead) ^ (1 << beyond)
+                following = moved << 8 | ahead
+                if following not in previous:
                     previous[following] = (current, direction)
                     if len(previous) > limit:
                         return None
                     queue.append(following)
         return None
 
+    @staticmethod
+    def _path(previous: dict[int, tuple[int, int] | None], state: int) -> list[str]:
+        names = list(MOVES)
+        path = []
+        while (link := previous[state]) is not None:
+            state, direction = link
+            path.append(names[direction])
+        return path[::-1]
+
 
 class Sokoban(TurnBasedEnv):
     """Push ``boxes`` boxes onto the targets of a ``size`` x ``size`` room (walls around).
 
     Levels are made by playing backwards from the solved position (the player pulls boxes
-    off their targets), so each is solvable; a BFS solver then finds the shortest solution,
+    off their targets; next to a box it steps away from it half the time, so boxes travel),
+    so each is solvable; a BFS solver then finds the shortest solution,
     whose length is recorded as ``optimal_moves`` (levels shorter than the preset's
     ``min_moves`` are redrawn: easy 5, medium 10, hard 16).
     Reward: 1 when every box is on a target; 0 otherwise. A move into a wall, or a push
@@ -122,6 +150,8 @@ class Sokoban(TurnBasedEnv):
         super().reset(seed=seed)
         while True:
             level, state = self._generate()
+            if any(box in level.targets for box in state[1]):
+                continue  # every box starts off target (so shaping sums to its weight)
             solution = level.shortest_solution(state)
             if solution and len(solution) >= self.preset["min_moves"]:
                 break  # solvable within the search limit, and not too short
@@ -147,8 +177,13 @@ class Sokoban(TurnBasedEnv):
         targets = frozenset(floor[int(i)] for i in chosen[:-1])
         level = Level(size, walls, targets)
         player, boxes = floor[int(chosen[-1])], set(targets)
+        directions = list(MOVES.values())
         for _ in range(self.preset["pulls"]):  # walk backwards, pulling the box behind
-            dr, dc = list(MOVES.values())[int(rng.integers(4))]
+            pulls = [(dr, dc) for dr, dc in directions if (player[0] - dr, player[1] - dc) in boxes]
+            if pulls and rng.random() < 0.5:  # next to a box: half the time, pull it
+                dr, dc = pulls[int(rng.integers(len(pulls)))]
+            else:
+                dr, dc = directions[int(rng.integers(4))]
             ahead = (player[0] + dr, player[1] + dc)
             if not level.free(ahead) or ahead in boxes:
                 continue
