@@ -3,6 +3,7 @@ safe and every board can be finished by logic alone from it."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -30,14 +31,16 @@ MAX_BOARD_TRIES = 200
 Cell = tuple[int, int]
 
 
-def neighbours(cell: Cell, rows: int, cols: int) -> list[Cell]:
+@functools.cache
+def neighbours(cell: Cell, rows: int, cols: int) -> tuple[Cell, ...]:
+    """The up to 8 cells around ``cell`` on the board (computed once per cell and size)."""
     r, c = cell
-    return [
+    return tuple(
         (r + dr, c + dc)
         for dr in (-1, 0, 1)
         for dc in (-1, 0, 1)
         if (dr or dc) and 0 <= r + dr < rows and 0 <= c + dc < cols
-    ]
+    )
 
 
 def logic_step(
@@ -47,12 +50,10 @@ def logic_step(
     rules plus the subset rule between pairs of numbered cells."""
     constraints = []
     for cell, number in revealed.items():
-        unknown = frozenset(
-            n for n in neighbours(cell, rows, cols) if n not in revealed and n not in flagged
-        )
+        around = neighbours(cell, rows, cols)
+        unknown = frozenset(n for n in around if n not in revealed and n not in flagged)
         if unknown:
-            mines = number - sum(n in flagged for n in neighbours(cell, rows, cols))
-            constraints.append((unknown, mines))
+            constraints.append((unknown, number - sum(n in flagged for n in around)))
     safe: set[Cell] = set()
     mines: set[Cell] = set()
     for unknown, count in constraints:
@@ -178,20 +179,14 @@ class Minesweeper(TurnBasedEnv):
                 )
 
     def render_board(self) -> str:
-        header = "    " + " ".join(f"{c + 1:>2}" for c in range(self.cols))
-        lines = [header]
+        revealed, flagged = self.revealed, self.flagged
+        lines = ["    " + " ".join(f"{c + 1:>2}" for c in range(self.cols))]
         for r in range(self.rows):
-            cells = []
-            for c in range(self.cols):
-                cell = (r, c)
-                cells.append(
-                    str(self.revealed[cell])
-                    if cell in self.revealed
-                    else "F"
-                    if cell in self.flagged
-                    else "#"
-                )
-            lines.append(f"{r + 1:>2}  " + " ".join(f"{x:>2}" for x in cells))
+            marks = (
+                f" {revealed[r, c]}" if (r, c) in revealed else " F" if (r, c) in flagged else " #"
+                for c in range(self.cols)
+            )
+            lines.append(f"{r + 1:>2}  " + " ".join(marks))
         return "\n".join(lines)
 
     def play(self, action: str) -> StepResult:
