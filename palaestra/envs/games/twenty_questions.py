@@ -22,9 +22,9 @@ from palaestra.envs.games._common import parse_move
 
 YES, NO, UNKNOWN = "yes", "no", "unknown"
 PRESETS: dict[str, dict[str, Any]] = {
-    "easy": {"hint": True, "max_turns": 20},
-    "medium": {"hint": False, "max_turns": 20},
-    "hard": {"hint": False, "max_turns": 14},
+    "easy": {"hint": True, "listed": True, "max_turns": 20},
+    "medium": {"hint": False, "listed": True, "max_turns": 20},
+    "hard": {"hint": False, "listed": False, "max_turns": 14},
 }
 SYSTEM_PROMPT = (
     "You are playing twenty questions. Think step by step, then ask one of the listed "
@@ -130,7 +130,8 @@ class TwentyQuestions(TurnBasedEnv):
     Each turn asks one listed question (by text or number; the judge answers yes, no or "I
     don't know") or guesses. A correct guess wins (reward 1); a wrong guess, an unreadable
     move or a question the judge does not know costs a turn. Easy: the secret's broad group
-    is told and 20 turns; medium: 20 turns; hard: 14 turns. ``shaping > 0`` adds a
+    is told with its members listed, 20 turns; medium: every entity listed, 20 turns; hard:
+    none listed, 14 turns. ``shaping > 0`` adds a
     potential-based per-turn reward: ``shaping`` times the change in ``1 - log(candidates) /
     log(all)`` (the candidates are the entities consistent with the answers so far), which
     sums to ``shaping`` over any win. The oracle asks the question whose largest answer group
@@ -152,7 +153,7 @@ class TwentyQuestions(TurnBasedEnv):
         preset = difficulty_preset(PRESETS, difficulty)
         if shaping < 0:
             raise ValueError(f"shaping must be >= 0, got {shaping}")
-        self.hint = preset["hint"]
+        self.hint, self.listed = preset["hint"], preset["listed"]
         self.max_turns = max_turns or preset["max_turns"]
         self.shaping = shaping
         self.reward_range = (0.0, 1.0 + shaping)
@@ -178,11 +179,13 @@ class TwentyQuestions(TurnBasedEnv):
         self.start()
         menu = "\n".join(f"{i}. {self.kb.questions[k]}" for i, k in enumerate(self.keys, 1))
         hint = f" It is {group}." if self.hint else ""
+        listed = f"\nIt is one of: {', '.join(self.candidates)}." if self.listed else ""
         task = (
             f"I am thinking of a thing.{hint} Find it in at most {self.max_turns} turns. Each "
             "turn, ask one of these questions inside \\boxed{} (its text or its number); I "
             "answer yes, no or I don't know. When you know, guess: \\boxed{guess: penguin}.\n"
             + menu
+            + listed
         )
         return task, {"role": "user"}
 
