@@ -138,7 +138,7 @@ class FunctionTool:
         self._is_async = inspect.iscoroutinefunction(fn)
 
     def __repr__(self) -> str:
-        return f"FunctionTool({self.name!r})"
+        return f"{type(self).__name__}({self.name!r})"
 
     @functools.cached_property
     def schema(self) -> dict[str, Any]:
@@ -157,8 +157,9 @@ class FunctionTool:
             },
         }
 
-    def _validate(self, arguments: Any) -> dict[str, Any] | str:
-        """The keyword arguments for ``fn``, or the error text the agent sees."""
+    def validate(self, arguments: Any) -> dict[str, Any] | str:
+        """The keyword arguments for ``fn``, or the error text the agent sees (for tools
+        that subclass this one and run the call their own way)."""
         if not isinstance(arguments, dict):
             return f"error: {self.name}: arguments must be a JSON object, got {type(arguments).__name__}"
         try:
@@ -167,7 +168,8 @@ class FunctionTool:
             return describe_validation_error(self.name, error)
         return {field: getattr(model, field) for field in type(model).model_fields}
 
-    def _render(self, result: Any) -> str:
+    def render(self, result: Any) -> str:
+        """The observation for ``result``: text as it is, anything else as JSON, capped."""
         if isinstance(result, str):
             text = result
         elif isinstance(result, pydantic.BaseModel):
@@ -184,7 +186,7 @@ class FunctionTool:
         return f"error: {self.name} failed: {type(error).__name__}: {error}"
 
     def call(self, arguments: dict[str, Any]) -> str:
-        kwargs = self._validate(arguments)
+        kwargs = self.validate(arguments)
         if isinstance(kwargs, str):
             return kwargs
         try:
@@ -193,10 +195,10 @@ class FunctionTool:
                 result = run_coroutine(result)
         except Exception as error:
             return self._failure(error)
-        return self._render(result)
+        return self.render(result)
 
     async def acall(self, arguments: dict[str, Any]) -> str:
-        kwargs = self._validate(arguments)
+        kwargs = self.validate(arguments)
         if isinstance(kwargs, str):
             return kwargs
         try:
@@ -205,7 +207,7 @@ class FunctionTool:
                 result = await result
         except Exception as error:
             return self._failure(error)
-        return self._render(result)
+        return self.render(result)
 
     def reset(self) -> None:
         """Nothing to drop: the function's state belongs to whatever it is bound to."""

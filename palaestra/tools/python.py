@@ -6,9 +6,10 @@ from typing import Any
 
 from palaestra.sandboxes import ExecResult, Sandbox, SandboxSession
 from palaestra.sandboxes.factory import backend_class, resolve_sandbox
+from palaestra.tools.function import FunctionTool
 
 
-def format_result(result: ExecResult, max_chars: int) -> str:
+def format_result(result: ExecResult) -> str:
     """Tool observation for an execution: stdout, then stderr, then how it ended if not cleanly."""
     parts = []
     if result.stdout:
@@ -17,16 +18,12 @@ def format_result(result: ExecResult, max_chars: int) -> str:
         parts.append("stderr:\n" + result.stderr.rstrip("\n"))
     if not result.ok:
         parts.append(f"(the program {result.describe()})")
-    text = "\n".join(parts) if parts else "(no output)"
-    if len(text) > max_chars or result.truncated:
-        text = text[:max_chars] + "\n(output truncated)"
-    return text
+    if result.truncated:
+        parts.append("(output truncated)")
+    return "\n".join(parts) if parts else "(no output)"
 
 
-NEEDS_CODE = 'error: the python tool needs {"code": "<python source>"}'
-
-
-class PythonTool:
+class PythonTool(FunctionTool):
     """``python``: execute Python code and see stdout/stderr (tool-integrated reasoning).
 
     ``stateful=True`` keeps one interpreter per episode (variables persist across calls,
@@ -34,8 +31,6 @@ class PythonTool:
     :class:`Sandbox`, a backend name (``"local"``, ``"docker"``, ``"e2b"``: the process-wide
     one of that backend) or None (the shared local one).
     """
-
-    name = "python"
 
     def __init__(
         self,
@@ -52,45 +47,36 @@ class PythonTool:
         self._sandbox = sandbox
         self.timeout = timeout
         self.stateful = stateful
-        self.max_output_chars = max_output_chars
         self._session: SandboxSession | None = None
+        state = "Variables persist between calls. " if stateful else ""
+        super().__init__(
+            self.run,
+            name="python",
+            description=(
+                "Run Python 3 code and return what it prints (stdout and stderr). "
+                f"{state}Use print() to see values. Time limit {timeout:g} s; no network."
+            ),
+            max_output_chars=max_output_chars,
+        )
 
     @property
     def sandbox(self) -> Sandbox:
         return resolve_sandbox(self._sandbox)
 
-    @property
-    def schema(self) -> dict[str, Any]:
-        state = "Variables persist between calls. " if self.stateful else ""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": (
-                    "Run Python 3 code and return what it prints (stdout and stderr). "
-                    f"{state}Use print() to see values. Time limit {self.timeout:g} s; no network."
-                ),
-                "parameters": {
-                    "type": "object",
-                    "properties": {"code": {"type": "string", "description": "Python source"}},
-                    "required": ["code"],
-                },
-            },
-        }
+    def run(self, code: str) -> str:
+        """Run Python code (what ``call`` runs after checking the arguments).
 
-    def call(self, arguments: dict[str, Any]) -> str:
-        code = arguments.get("code")
-        if not isinstance(code, str):
-            return NEEDS_CODE
-        result = self._interpreter().run(code, timeout=self.timeout)
-        return format_result(result, self.max_output_chars)
+        Args:
+            code: Python source
+        """
+        return format_result(self._interpreter().run(code, timeout=self.timeout))
 
     async def acall(self, arguments: dict[str, Any]) -> str:
-        code = arguments.get("code")
-        if not isinstance(code, str):
-            return NEEDS_CODE
-        result = await self._interpreter().arun(code, timeout=self.timeout)
-        return format_result(result, self.max_output_chars)
+        checked = self.validate(arguments)
+        if isinstance(checked, str):
+            return checked
+        result = await self._interpreter().arun(checked["code"], timeout=self.timeout)
+        return self.render(format_result(result))
 
     def _interpreter(self) -> Sandbox | SandboxSession:
         """The episode's REPL session (``stateful``), else the sandbox (a fresh program)."""

@@ -71,4 +71,6 @@ def test_output_is_truncated_for_the_observation(box: LocalSandbox) -> None:
     tool = PythonTool(box, max_output_chars=100)
     text = tool.call({"code": "print('y' * 5000)"})
     assert text.endswith("(output truncated)") and len(text) < 150
-    assert "needs" in tool.call({"source": "1"})
+    assert tool.call({"source": "1"}) == (
+        "error: python: missing argument 'code'; unexpected argument 'source'"
+    )

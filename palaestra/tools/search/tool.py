@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from palaestra.tools.function import FunctionTool
 from palaestra.tools.search.base import Doc, Retriever, check_k, passages_text
 
 DESCRIPTION = "Search the knowledge base; returns the most relevant documents for the query."
@@ -17,12 +18,10 @@ MAX_OUTPUT_CHARS = 8000
 NO_RESULTS = "No documents found."
 
 
-class SearchTool:
+class SearchTool(FunctionTool):
     """Search ``retriever`` for the top ``k`` documents; at most ``max_calls`` calls per
     episode (None: no limit). A :class:`~palaestra.tools.Tool`; the retriever stays open
     when the tool closes (its owner closes it)."""
-
-    name = "search"
 
     def __init__(
         self,
@@ -39,60 +38,47 @@ class SearchTool:
         self.k = check_k(k)
         self.max_calls = max_calls
         self.wrap = wrap
-        self.max_output_chars = max_output_chars
         self.calls = 0
+        super().__init__(self.search, description=DESCRIPTION, max_output_chars=max_output_chars)
 
-    @property
-    def schema(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": DESCRIPTION,
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "query": {"type": "string", "description": "what to search for"}
-                    },
-                    "required": ["query"],
-                },
-            },
-        }
+    def search(self, query: str) -> str:
+        """Search the knowledge base (what ``call`` runs after checking the arguments).
 
-    def _admit(self, arguments: Any) -> tuple[str, str]:
-        """``(query, "")`` for a call that runs (counted), else ``("", refusal)``."""
-        query = arguments.get("query") if isinstance(arguments, dict) else None
-        if not isinstance(query, str) or set(arguments) != {"query"}:
-            return "", 'error: search takes one string argument, "query"'
+        Args:
+            query: what to search for
+        """
+        refusal = self._admit()
+        return refusal or self.format_docs(self.retriever.search(query, self.k))
+
+    async def acall(self, arguments: dict[str, Any]) -> str:
+        checked = self.validate(arguments)
+        if isinstance(checked, str):
+            return checked
+        refusal = self._admit()
+        if refusal:
+            return refusal
+        try:
+            return self.format_docs(await self.retriever.asearch(checked["query"], self.k))
+        except Exception as error:  # the retriever failed: the agent sees it, the episode goes on
+            return f"error: search failed: {type(error).__name__}: {error}"
+
+    def _admit(self) -> str:
+        """Count a call that runs; the refusal text once the budget is spent."""
         if self.max_calls is not None and self.calls >= self.max_calls:
-            return "", f"error: no searches left ({self.max_calls} used); give your answer"
+            return f"error: no searches left ({self.max_calls} used); give your answer"
         self.calls += 1
-        return query, ""
+        return ""
 
-    def render(self, docs: list[Doc]) -> str:
+    def render(self, result: str) -> str:
+        """``call``'s result as it is: :meth:`format_docs` already capped the documents."""
+        return result
+
+    def format_docs(self, docs: list[Doc]) -> str:
         """The observation for ``docs``."""
         text = passages_text(docs) if docs else NO_RESULTS
         if len(text) > self.max_output_chars:
             text = text[: self.max_output_chars] + " (truncated)"
         return f"<{self.wrap}>{text}</{self.wrap}>" if self.wrap else text
-
-    def call(self, arguments: dict[str, Any]) -> str:
-        query, refusal = self._admit(arguments)
-        if refusal:
-            return refusal
-        try:
-            return self.render(self.retriever.search(query, self.k))
-        except Exception as error:  # the retriever failed: the agent sees it, the episode goes on
-            return f"error: search failed: {type(error).__name__}: {error}"
-
-    async def acall(self, arguments: dict[str, Any]) -> str:
-        query, refusal = self._admit(arguments)
-        if refusal:
-            return refusal
-        try:
-            return self.render(await self.retriever.asearch(query, self.k))
-        except Exception as error:
-            return f"error: search failed: {type(error).__name__}: {error}"
 
     def reset(self) -> None:
         """A new episode: the call budget is full again."""

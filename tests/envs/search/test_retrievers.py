@@ -109,8 +109,10 @@ def test_search_tool_budget_wrapping_and_errors(tmp_path):
     assert tool.call({"query": "Lovelace"}).startswith("error: no searches left (2 used)")
     tool.reset()
     assert "Ada Lovelace" in tool.call({"query": "Lovelace"})
-    assert tool.call({"q": "x"}).startswith('error: search takes one string argument, "query"')
-    assert tool.call({"query": 3}).startswith("error: search takes one string argument")
+    assert (
+        tool.call({"q": "x"}) == "error: search: missing argument 'query'; unexpected argument 'q'"
+    )
+    assert tool.call({"query": 3}).startswith("error: search: argument 'query'")
     failing = SearchTool(Failing())
     assert failing.call({"query": "x"}) == "error: search failed: ConnectionError: server down"
 
