@@ -24,6 +24,7 @@ JSON. Works for functions, bound methods (tools over an env's state) and ``async
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import inspect
 import json
@@ -45,6 +46,23 @@ def run_coroutine(coroutine: Coroutine[Any, Any, Any]) -> Any:
         return asyncio.run(coroutine)
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
+
+
+def function_schema(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI-format function schema around a JSON schema of the arguments (a copy, with
+    pydantic's ``title`` keys dropped and ``type``/``properties``/``required`` filled in)."""
+    parameters = copy.deepcopy(parameters)
+    parameters.pop("title", None)
+    parameters.setdefault("type", "object")
+    parameters.setdefault("properties", {})
+    parameters.setdefault("required", [])
+    for prop in parameters["properties"].values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
 
 
 class ToolError(Exception):
@@ -143,19 +161,7 @@ class FunctionTool:
     @functools.cached_property
     def schema(self) -> dict[str, Any]:
         """The OpenAI-format schema (built once; treat it as read-only)."""
-        parameters = self.arguments.model_json_schema()
-        parameters.pop("title", None)
-        for prop in parameters.get("properties", {}).values():
-            prop.pop("title", None)
-        parameters.setdefault("required", [])
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": parameters,
-            },
-        }
+        return function_schema(self.name, self.description, self.arguments.model_json_schema())
 
     def validate(self, arguments: Any) -> dict[str, Any] | str:
         """The keyword arguments for ``fn``, or the error text the agent sees (for tools

@@ -47,7 +47,7 @@ from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from palaestra.tools.function import MAX_OUTPUT_CHARS
+from palaestra.tools.function import MAX_OUTPUT_CHARS, function_schema
 
 CONNECTION_CLOSED = -32000
 """The JSON-RPC error code the SDK gives requests whose connection closed (server exited)."""
@@ -437,22 +437,7 @@ class MCPTool:
 
     @property
     def schema(self) -> dict[str, Any]:
-        parameters = json.loads(json.dumps(self.input_schema))
-        parameters.pop("title", None)
-        parameters.setdefault("type", "object")
-        parameters.setdefault("properties", {})
-        parameters.setdefault("required", [])
-        for prop in parameters["properties"].values():
-            if isinstance(prop, dict):
-                prop.pop("title", None)
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": parameters,
-            },
-        }
+        return function_schema(self.name, self.description, self.input_schema)
 
     def _check(self, arguments: Any) -> str | None:
         """The error text for arguments that do not fit the tool's schema, else None."""

@@ -43,32 +43,23 @@ def tool(method: Callable[..., Any]) -> Callable[..., Any]:
 class Backend:
     """One domain's database and conversation session; its :func:`tool` methods are the tools.
 
-    Subclasses set ``name``, ``company``, ``policy`` (the document the agent reads) and
-    ``database_type``, and implement :meth:`generate` (a database) and :meth:`generate_task`
-    (a task over it).
+    Subclasses set ``name``, ``company``, ``policy`` (the document the agent reads),
+    ``database_type``, and the domain's generators: ``generate = staticmethod(...)`` (a
+    database from an ``np.random.Generator``) and ``generate_task = staticmethod(...)`` (a
+    :class:`ToolTask` of a level, 1 to 3, over a database, drawn from a generator).
     """
 
     name: ClassVar[str]
     company: ClassVar[str]
     policy: ClassVar[str]
     database_type: ClassVar[type[pydantic.BaseModel]]
+    generate: ClassVar[Callable[[np.random.Generator], pydantic.BaseModel]]
+    generate_task: ClassVar[Callable[[Any, np.random.Generator, int], ToolTask]]
 
     def __init__(self) -> None:
         self._db: pydantic.BaseModel | None = None
         self._tools: list[FunctionTool] | None = None
         self.session: dict[str, Any] = {}
-
-    @classmethod
-    def generate(cls, rng: np.random.Generator) -> pydantic.BaseModel:
-        """A fresh database drawn from ``rng``."""
-        raise NotImplementedError
-
-    @classmethod
-    def generate_task(
-        cls, db: pydantic.BaseModel, rng: np.random.Generator, level: int
-    ) -> ToolTask:
-        """A task of ``level`` (1, 2 or 3, see :class:`ToolTask`) over ``db``, drawn from ``rng``."""
-        raise NotImplementedError
 
     @property
     def db(self) -> Any:

@@ -13,9 +13,7 @@ import datetime as dt
 import re
 from typing import Any, Literal
 
-import numpy as np
-
-from palaestra.envs.tools.backend import Backend, ToolTask, money, require, tool
+from palaestra.envs.tools.backend import Backend, money, require, tool
 from palaestra.envs.tools.bank.database import (
     DAILY_LIMIT,
     DISPUTE_WINDOW_DAYS,
@@ -68,15 +66,9 @@ class Bank(Backend):
     company = "a retail bank"
     policy = POLICY
     database_type = BankDB
+    generate = staticmethod(generate_bank)
+    generate_task = staticmethod(bank_task)
     db: BankDB
-
-    @classmethod
-    def generate(cls, rng: np.random.Generator) -> BankDB:
-        return generate_bank(rng)
-
-    @classmethod
-    def generate_task(cls, db: BankDB, rng: np.random.Generator, level: int) -> ToolTask:
-        return bank_task(db, rng, level)
 
     # -- session ---------------------------------------------------------------------------
 

@@ -14,9 +14,7 @@ import re
 from datetime import date
 from typing import Any, Literal
 
-import numpy as np
-
-from palaestra.envs.tools.backend import Backend, ToolTask, require, tool
+from palaestra.envs.tools.backend import Backend, require, tool
 from palaestra.envs.tools.clinic.database import (
     Appointment,
     ClinicDB,
@@ -72,15 +70,9 @@ class Clinic(Backend):
     company = "a medical clinic"
     policy = POLICY
     database_type = ClinicDB
+    generate = staticmethod(generate_clinic)
+    generate_task = staticmethod(clinic_task)
     db: ClinicDB
-
-    @classmethod
-    def generate(cls, rng: np.random.Generator) -> ClinicDB:
-        return generate_clinic(rng)
-
-    @classmethod
-    def generate_task(cls, db: ClinicDB, rng: np.random.Generator, level: int) -> ToolTask:
-        return clinic_task(db, rng, level)
 
     # -- session ---------------------------------------------------------------------------
 

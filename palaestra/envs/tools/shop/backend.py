@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-import numpy as np
-
-from palaestra.envs.tools.backend import Backend, ToolTask, money, require, tool
+from palaestra.envs.tools.backend import Backend, money, require, tool
 from palaestra.envs.tools.people import Address
 from palaestra.envs.tools.shop.database import (
     Order,
@@ -49,11 +47,9 @@ class Shop(Backend):
     company = "an online shop"
     policy = POLICY
     database_type = ShopDB
+    generate = staticmethod(generate_shop)
+    generate_task = staticmethod(shop_task)
     db: ShopDB
-
-    @classmethod
-    def generate(cls, rng: np.random.Generator) -> ShopDB:
-        return generate_shop(rng)
 
     # -- session ---------------------------------------------------------------------------
 
@@ -305,7 +301,3 @@ class Shop(Backend):
             not missing, f"not in order {order.order_id}: {missing}; its items: {sorted(by_id)}"
         )
         return [by_id[i] for i in item_ids]
-
-    @classmethod
-    def generate_task(cls, db: ShopDB, rng: np.random.Generator, level: int) -> ToolTask:
-        return shop_task(db, rng, level)
