@@ -300,6 +300,9 @@ def test_scripted_user_tells_only_what_is_asked():
         user.respond(f"Your {first.topics[0]} again?", NOT_DONE).text == f"As I said: {first.text}"
     )
     assert user.respond("Shall I proceed?", NOT_DONE).text == "Yes, please go ahead."
+    assert user.respond("What is your favourite colour?", NOT_DONE).text.startswith(
+        "I don't know that."
+    )
     done_not_told = Progress(database_done=True, reported=False)
     assert user.respond("Done.", done_not_told).text == task.report_question
     assert user.respond("Done.", Progress(True, True)).stop
