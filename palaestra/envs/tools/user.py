@@ -6,8 +6,9 @@ sends it (tool calls go to the tools, everything else to the user). Two kinds:
 * :class:`ScriptedUser` (default): tells what only it knows when the agent's message asks
   about it (other questions get "I don't know that"), says yes to confirmation questions,
   asks for the facts it wants to hear once the work is done, ends the conversation when
-  satisfied and gives up after ``patience`` unproductive replies. Deterministic, instant, and it cannot be talked into anything: it
-  judges "satisfied" by the database, not by what the agent claims.
+  satisfied and gives up after ``patience`` unproductive replies. Deterministic, instant,
+  and it cannot be talked into anything: it judges "satisfied" by the database, not by
+  what the agent claims.
 * :class:`AgentUser`: any palaestra agent (a served model with a persona prompt) plays the
   user; it ends the conversation by writing ``###STOP###``.
 
