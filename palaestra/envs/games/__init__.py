@@ -29,3 +29,8 @@ register(
 register("game:WordLadder-v0", "palaestra.envs.games.word_ladder:WordLadder", variants=_VARIANTS)
 register("game:Sokoban-v0", "palaestra.envs.games.sokoban:Sokoban", variants=_VARIANTS)
 register("game:2048-v0", "palaestra.envs.games.game_2048:Game2048", variants=_VARIANTS)
+register(
+    "game:TwentyQuestions-v0",
+    "palaestra.envs.games.twenty_questions:TwentyQuestions",
+    variants=_VARIANTS,
+)
