@@ -60,7 +60,8 @@ except ImportError as exc:  # pragma: no cover - the registry reports it
         "TextWorld envs need textworld: `pip install 'palaestra[textworld]'`"
     ) from exc
 
-MAX_COMMAND_LENGTH = 200
+MAX_COMMAND_LENGTH = 150
+"""Longest command sent to the game (Jericho cuts commands at 198 bytes)."""
 META_COMMANDS = frozenset(
     {"quit", "q", "restart", "save", "restore", "load", "undo", "script", "unscript",
      "transcript", "verbose", "brief", "superbrief", "notify", "version", "credits"}
