@@ -71,7 +71,8 @@ META_COMMANDS = frozenset(
 _INFOS = textworld.EnvInfos(
     admissible_commands=True, policy_commands=True, max_score=True, won=True, lost=True
 )
-_generation_lock = threading.RLock()
+_lock = threading.Lock()
+"""Serialises generating and loading games (both touch process-wide warning filters)."""
 
 
 def _custom_quest(settings: dict[str, Any], options: Any) -> Any:
@@ -143,7 +144,7 @@ def game_file(challenge: str, settings: dict[str, Any], index: int) -> Path:
     if path.exists():
         return path
     folder.mkdir(parents=True, exist_ok=True)
-    with _generation_lock:
+    with _lock:
         if not path.exists():
             _generate(challenge, settings, index, path)
     return path
@@ -167,7 +168,7 @@ def _generate(challenge: str, settings: dict[str, Any], seed: int, path: Path) -
 def _start(path: Path) -> Any:
     """Load a game. Jericho warns that it does not know TextWorld's games (score and change
     detection come from TextWorld instead); that warning is silenced here."""
-    with _generation_lock, warnings.catch_warnings():
+    with _lock, warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*is not fully supported", module="jericho")
         return textworld.start(str(path), request_infos=_INFOS)
 
@@ -220,8 +221,8 @@ class TextWorldEnv(Env):
         if games < 1:
             raise ValueError(f"games must be >= 1, got {games}")
         preset = dict(difficulty_preset(CHALLENGES[challenge].presets, difficulty))
-        self.max_turns = max_turns or preset.pop("max_turns")
-        preset.pop("max_turns", None)
+        preset_turns = preset.pop("max_turns")
+        self.max_turns = max_turns or preset_turns
         self.challenge, self.games = challenge, games
         self.settings = {**preset, **settings}
         self.reward_range = (-1.0, 1.0)
