@@ -14,8 +14,9 @@ Both APIs are ``reset``/``step`` over strings, so the adapters are thin; what th
   them like any other env.
 
 GEM envs draw from Python's *global* ``random`` state (and reseed numpy's on reset).
-:class:`GemEnv` gives each env a private copy of ``random``'s state, swapped in under a lock
-around every call into GEM, and puts numpy's back after each reset, so the same seed gives
+:class:`GemEnv` gives each env a private copy of ``random``'s state
+(:mod:`palaestra.integrations._private_random`), swapped in under a lock around every
+call into GEM, and puts numpy's back after each reset, so the same seed gives
 the same episode under any concurrency and GEM never disturbs the caller's random state.
 
 >>> env = palaestra.make("gem:game.GuessTheNumber-v0-easy-v0")  # doctest: +SKIP
@@ -24,18 +25,15 @@ the same episode under any concurrency and GEM never disturbs the caller's rando
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
-import random
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from palaestra.core.env import Env, ResetResult, StepResult
 from palaestra.core.registry import list_envs, make, register
+from palaestra.integrations._private_random import PrivateRandom as _PrivateRandom
 
 
 def _import_gem() -> Any:
@@ -60,8 +58,6 @@ import gem.envs.registration as gem_registration  # noqa: E402
 PALAESTRA_PREFIX = "palaestra/"
 """Prefix of palaestra ids in GEM's registry."""
 
-_global_rng_lock = threading.RLock()
-
 
 def gem_id_to_palaestra(gem_id: str) -> str:
     """``game:Sudoku-v0-easy`` -> ``gem:game.Sudoku-v0-easy-v0``."""
@@ -76,31 +72,6 @@ def palaestra_id_to_gem(env_id: str) -> str:
             f"{env_id!r} is not a GEM id (they look like 'gem:game.Sudoku-v0-easy-v0')"
         )
     return rest[: -len("-v0")].replace(".", ":", 1)
-
-
-class _PrivateRandom:
-    """A private copy of Python's global ``random`` state, swapped in around a call into GEM.
-
-    numpy's global state is only saved and restored around calls that reseed it (GEM's
-    ``reset`` does): copying it costs ~50x more, and GEM's envs draw only from ``random``.
-    """
-
-    def __init__(self, seed: int = 0) -> None:
-        self._state = random.Random(seed).getstate()
-
-    @contextlib.contextmanager
-    def active(self, *, keep_numpy: bool = False) -> Iterator[None]:
-        with _global_rng_lock:
-            saved = random.getstate()
-            saved_numpy = np.random.get_state() if keep_numpy else None
-            random.setstate(self._state)
-            try:
-                yield
-            finally:
-                self._state = random.getstate()
-                random.setstate(saved)
-                if saved_numpy is not None:
-                    np.random.set_state(saved_numpy)
 
 
 class GemEnv(Env):

@@ -7,8 +7,9 @@ from palaestra.verifiers.extract import last_boxed
 MAX_BARE_MOVE_LENGTH = 32
 
 
-def parse_move(action: str) -> str | None:
-    r"""The move in an action: the last ``\boxed{...}``, else the whole action if it is short.
+def parse_move(action: str, max_bare_length: int = MAX_BARE_MOVE_LENGTH) -> str | None:
+    r"""The move in an action: the last ``\boxed{...}``, else the whole action if it is short
+    (at most ``max_bare_length`` characters).
 
     The bare form lets a person type ``25`` in ``palaestra play``; models are asked for
     ``\boxed{25}``. Returns None when no move can be read.
@@ -17,6 +18,6 @@ def parse_move(action: str) -> str | None:
     if boxed is not None:
         return boxed.strip()
     bare = action.strip()
-    if 0 < len(bare) <= MAX_BARE_MOVE_LENGTH:
+    if 0 < len(bare) <= max_bare_length:
         return bare
     return None

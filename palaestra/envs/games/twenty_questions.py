@@ -31,6 +31,8 @@ SYSTEM_PROMPT = (
     "questions inside \\boxed{}, by its text or its number (e.g. \\boxed{Can it fly?} or "
     "\\boxed{8}), or guess with \\boxed{guess: penguin}."
 )
+MAX_BARE_QUESTION = 120
+"""The longest question read without ``\\boxed{}`` (typed in ``palaestra play``)."""
 _GUESS = re.compile(r"^\s*(?:guess\s*[:=]?|is it (?:a |an |the )?)\s*(.+?)\s*\??\s*$", re.I)
 _WORDS = re.compile(r"[^a-z0-9]+")
 
@@ -191,7 +193,7 @@ class TwentyQuestions(TurnBasedEnv):
 
     def _read(self, action: str) -> tuple[str, str]:
         """("ask", attribute), ("guess", name) or ("invalid", why) for one move."""
-        move = parse_move(action)
+        move = parse_move(action, max_bare_length=MAX_BARE_QUESTION)
         text = _key(move) if move is not None else ""
         if text.isdigit():
             if len(text) <= 3 and 1 <= int(text) <= len(self.keys):
