@@ -8,6 +8,10 @@ optional dependencies). Without ``gem-llm`` installed its rows are skipped. ``--
 adds the local sandbox of an earlier commit (its ``palaestra/sandboxes`` read from git).
 
     python benchmarks/sandbox_throughput.py --calls 200 --before f20d92d
+
+A last table gives the latency of one trivial run at a time (``--pause-ms`` apart), what a
+policy calling the python tool between generations sees; the tables above run calls back to
+back, where a run shares the CPU with the preparation of the next runners.
 """
 
 from __future__ import annotations
@@ -99,11 +103,32 @@ def measure(run: Runner, code: str, calls: int, concurrency: int) -> dict[str, f
     }
 
 
+def paced_latency(run: Runner, calls: int, pause: float) -> dict[str, float]:
+    """Latency of a trivial program run one at a time with ``pause`` seconds between runs,
+    so each finds a ready worker and idle cores (back to back, a run also shares the CPU with
+    the preparation of the next runners, which measures throughput instead)."""
+    run(PROGRAMS["trivial"])
+    latencies = []
+    for _ in range(calls):
+        time.sleep(pause)
+        started = time.perf_counter()
+        run(PROGRAMS["trivial"])
+        latencies.append(time.perf_counter() - started)
+    latencies.sort()
+    return {
+        "p50_ms": 1000 * statistics.median(latencies),
+        "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200, help="executions per cell")
     parser.add_argument("--pool-size", type=int, default=16)
     parser.add_argument("--before", help="also measure the local sandbox of this git commit")
+    parser.add_argument(
+        "--pause-ms", type=float, default=20.0, help="pause between the paced latency runs"
+    )
     args = parser.parse_args()
     sandbox = LocalSandbox(pool_size=args.pool_size)
     sandbox.warm()
@@ -136,6 +161,13 @@ def main() -> None:
                     f"{row['p50_ms']:.1f} | {row['p99_ms']:.1f} | {ratio} |",
                     flush=True,
                 )
+    print(
+        f"\n| backend | trivial program, one at a time, {args.pause_ms:g} ms apart: p50 ms | p99 ms |"
+    )
+    print("|---|---|---|")
+    for name, run in runners.items():
+        row = paced_latency(run, args.calls, args.pause_ms / 1000)
+        print(f"| {name} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} |", flush=True)
     sandbox.close()
 
 

@@ -178,9 +178,9 @@ def runner_main(setup: dict, run_cgroup: dict, workdir: str, fds: list[int]) -> 
     sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     inherited = dict(os.environ)  # the worker's: the environment runs usually ask for
-    _set_environment(inherited, workdir)
+    os.environ.update(HOME=workdir, TMPDIR=workdir, PWD=workdir)
     sys.argv = ["<sandbox>"]
-    sys.path[:] = [workdir, *(p for p in sys.path if _readable(p, setup))]
+    sys.path[:] = [workdir, *setup["sys_path"]]
     _warm_up()
     write_message(4, {"ready": True})
     job = read_message(3)
@@ -189,7 +189,8 @@ def runner_main(setup: dict, run_cgroup: dict, workdir: str, fds: list[int]) -> 
     _write_inputs(job)
     _set_rlimits(job, setup, existing_processes)
     if job["env"] != inherited:
-        _set_environment(job["env"], workdir)
+        os.environ.clear()
+        os.environ.update(job["env"], HOME=workdir, TMPDIR=workdir, PWD=workdir)
     sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
     runner = Runner()
     if not job["session"]:
@@ -202,11 +203,6 @@ def runner_main(setup: dict, run_cgroup: dict, workdir: str, fds: list[int]) -> 
         if exited:
             os._exit(exit_code & 0xFF)
     os._exit(0)
-
-
-def _set_environment(env: dict, workdir: str) -> None:
-    os.environ.clear()
-    os.environ.update(env, HOME=workdir, TMPDIR=workdir, PWD=workdir)
 
 
 def _write_inputs(job: dict) -> None:
@@ -670,6 +666,7 @@ def _set_up_mechanisms(config: dict, cgroups: confine.Cgroups | None) -> dict:
         if cgroups is not None and cgroups.dirs
         else {}
     )
+    setup["sys_path"] = [p for p in sys.path if _readable(p, setup)]  # what a run may import
     setup["base_dir"] = None if setup["mount"] else tempfile.mkdtemp(prefix="palaestra-sandbox-")
     if setup["uid_drop"]:
         os.chmod(setup["base_dir"], 0o711)
@@ -702,7 +699,7 @@ def worker_main(config: dict) -> None:
     except Exception as exc:
         write_message(1, {"error": f"{type(exc).__name__}: {exc}"})
         return
-    private = ("limits", "readable", "seccomp_program", "run_cgroup")
+    private = ("limits", "readable", "seccomp_program", "run_cgroup", "sys_path")
     report = {k: v for k, v in setup.items() if k not in private}
     write_message(1, {"ready": True, "uid": os.getuid(), **report})
     gc.freeze()  # forked monitors and runners share these objects without copying their pages
