@@ -1,0 +1,138 @@
+"""GEM §4.2 in miniature: a discount gamma < 1 drives guess-the-number toward binary search.
+
+On ``game:GuessTheNumber-v0`` (secret in 1..50, reward 1 for the hit and 0 otherwise) every
+win is worth the same with gamma = 1, however many guesses it took; with gamma < 1 the
+return of a turn is ``gamma ** (turns left)``, so quicker wins are worth more and the policy
+should move toward binary search (at most 6 guesses, 4.86 on average over the 50 secrets).
+
+A tiny policy per seed (2-layer Qwen2, tokenizer trained on the env's texts) is warm-started
+with a short SFT on the binary-search oracle: it plays the format perfectly but tracks the
+interval sloppily (about 11 guesses per game). The turn limit is raised to 20 so that the
+sloppy policy still wins most games, and so that gamma = 1 has little to gain from fewer
+turns. Each gamma then trains with REINFORCE + return batch normalisation (ReBN, GEM's
+estimator) from the same warm start. Recorded per step: mean turns and success of the
+training batch; every ``PROBE_EVERY`` steps: success, turns and turns of the won games on
+64 held-out secrets.
+
+    python examples/science/discount_turns.py --seeds 0 1 2 --steps 40 --jobs 2
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from common import (
+    WarmStart,
+    held_out,
+    parse_args,
+    plot_curves,
+    run_experiment,
+    stack,
+    summarize,
+    warm_start_from_args,
+    write_results,
+)
+
+ENV_ID = "game:GuessTheNumber-v0"
+ENV_KWARGS = {"min_number": 1, "max_number": 50, "max_turns": 20}
+GAMMAS = {"gamma=1.0": 1.0, "gamma=0.9": 0.9, "gamma=0.7": 0.7}
+PROBE_EVERY = 10
+WARM_START = WarmStart(ENV_ID, ENV_KWARGS, sft_steps=60)
+DEFAULT_OUTPUT = Path("runs/science/discount_turns")
+
+
+def base_config(steps: int) -> dict:
+    """ReBN, 8 secrets x 4 games per step, lr 1e-4 (5e-4 destabilised the warm start)."""
+    return {
+        "steps": steps,
+        "eval_episodes": 64,
+        "rollout": {
+            "env_id": ENV_ID,
+            "env_kwargs": ENV_KWARGS,
+            "group_size": 4,
+            "groups_per_step": 8,
+            "max_new_tokens": 12,
+            "concurrency": 64,
+        },
+        "advantage": {"estimator": "rebn"},
+        "optim": {"lr": 1e-4, "warmup_steps": 3, "adam_eps": 1e-5},
+        "update": {"micro_batch_size": 32},
+    }
+
+
+def binary_search_turns(low: int, high: int) -> float:
+    """Mean guesses of midpoint binary search (the env's oracle) over every secret."""
+    total = 0
+    for secret in range(low, high + 1):
+        lo, hi, guesses = low, high, 1
+        while (guess := (lo + hi) // 2) != secret:
+            lo, hi = (guess + 1, hi) if guess < secret else (lo, guess - 1)
+            guesses += 1
+        total += guesses
+    return total / (high - low + 1)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the experiment; returns the summary written to the results JSON."""
+    args = parse_args(__doc__.splitlines()[0], steps=40, argv=argv)
+    warm = warm_start_from_args(WARM_START, args)
+    output = Path(args.output_dir or DEFAULT_OUTPUT)
+    conditions = {name: {"advantage": {"gamma": gamma}} for name, gamma in GAMMAS.items()}
+    results = run_experiment(
+        warm,
+        base_config(args.steps),
+        conditions,
+        args.seeds,
+        output,
+        jobs=args.jobs,
+        probe=held_out,
+        probe_every=min(PROBE_EVERY, args.steps),
+    )
+    optimum = binary_search_turns(ENV_KWARGS["min_number"], ENV_KWARGS["max_number"])
+    runs = results["runs"]
+    summary = {
+        name: summarize(
+            runs[name],
+            ["turns", "success", "reward"],
+            ["eval/turns", "eval/turns_won", "eval/success"],
+            tail=min(10, args.steps),
+        )
+        for name in conditions
+    }
+    plot = plot_curves(
+        output / "discount_turns.png",
+        [
+            ("turns per episode", {name: stack(runs[name], "turns") for name in conditions}),
+            ("success", {name: stack(runs[name], "success") for name in conditions}),
+        ],
+        title=f"GuessTheNumber 1..50 (20 turns), ReBN; mean +-1 std over {len(args.seeds)} seeds",
+        hlines={"turns per episode": (optimum, f"binary search ({optimum:.2f})")},
+    )
+    write_results(
+        output / "discount_turns.json",
+        {
+            "finding": "GEM 4.2: gamma < 1 drives turns toward binary search; gamma = 1 does not",
+            "env": {"id": ENV_ID, "kwargs": ENV_KWARGS},
+            "binary_search_mean_turns": optimum,
+            "seeds": args.seeds,
+            "steps": args.steps,
+            "config": base_config(args.steps),
+            "warm_start": results["warm_start"],
+            "summary": summary,
+            "histories": runs,
+        },
+    )
+    for name in conditions:
+        turns, won = summary[name]["turns"], summary[name].get("eval/turns_won", {})
+        print(
+            f"{name}: train turns {turns['first_steps']['mean']:.2f} -> "
+            f"{turns['last_steps']['mean']:.2f} (+-{turns['last_steps']['std']:.2f}); "
+            f"held-out turns of wins {won.get('start', {}).get('mean', float('nan')):.2f} -> "
+            f"{won.get('end', {}).get('mean', float('nan')):.2f}"
+        )
+    print(f"binary search: {optimum:.2f} turns; results in {output}; plot: {plot}")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
