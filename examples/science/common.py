@@ -33,6 +33,9 @@ gradient share of env tokens); must be a module-level function (runs may be in p
 
 History = list[dict[str, float]]
 
+PROBES_FILE = "probes.jsonl"
+WARM_START_FILE = "warm_start.json"
+
 
 @dataclass(frozen=True, slots=True)
 class WarmStart:
@@ -105,7 +108,8 @@ def build_warm_start(warm: WarmStart, seed: int, path: Path) -> dict[str, Any]:
 def train_run(spec: RunSpec, base: Mapping[str, Any], init: Path, output_dir: Path) -> History:
     """Train from the warm start at ``init`` with ``base`` updated by the run's overrides;
     with a probe, also measure it before the first step and every ``probe_every`` steps
-    (its values go into the history under the step they were measured at)."""
+    (appended to ``probes.jsonl`` beside the trainer's ``metrics.jsonl``). Returns the
+    run's history (:func:`load_history`)."""
     from rich.console import Console
 
     from palaestra.trainers.config import TrainerConfig
@@ -118,17 +122,29 @@ def train_run(spec: RunSpec, base: Mapping[str, Any], init: Path, output_dir: Pa
     )
     values.setdefault("log", {})["console"] = False
     config = TrainerConfig.model_validate(values)
+    probes = Path(output_dir) / PROBES_FILE
+    probes.unlink(missing_ok=True)
     with Trainer.from_config(config, console=Console(quiet=True)) as trainer:
         if spec.probe is None or spec.probe_every <= 0:
-            return trainer.train()
-        probes = {0: spec.probe(trainer)}
-        while trainer.step < config.steps:
-            trainer.train(until=min(trainer.step + spec.probe_every, config.steps))
-            probes[trainer.step] = spec.probe(trainer)
-        history = trainer.history
-    for record in history:
-        record.update(probes.get(int(record["step"]), {}))
-    return [{"step": 0, **probes[0]}, *history]
+            trainer.train()
+        else:
+            _append_json(probes, {"step": 0, **spec.probe(trainer)})
+            while trainer.step < config.steps:
+                trainer.train(until=min(trainer.step + spec.probe_every, config.steps))
+                _append_json(probes, {"step": trainer.step, **spec.probe(trainer)})
+    return load_history(output_dir)
+
+
+def load_history(run_dir: str | Path) -> History:
+    """A run's per-step records from its ``metrics.jsonl``, with the probes of
+    ``probes.jsonl`` merged in by step (a probe before the first step becomes step 0)."""
+    from palaestra.trainers.metrics_log import read_metrics
+
+    records = {int(r["step"]): dict(r) for r in read_metrics(Path(run_dir) / "metrics.jsonl")}
+    probes = Path(run_dir) / PROBES_FILE
+    for probe in read_metrics(probes) if probes.exists() else []:
+        records.setdefault(int(probe["step"]), {"step": probe["step"]}).update(probe)
+    return [records[step] for step in sorted(records)]
 
 
 def run_experiment(
@@ -141,24 +157,34 @@ def run_experiment(
     jobs: int = 1,
     probe: Probe | None = None,
     probe_every: int = 0,
+    reuse: bool = False,
 ) -> dict[str, Any]:
     """Warm-start one policy per seed, then train every condition on every seed.
 
     ``base`` is a :class:`~palaestra.trainers.config.TrainerConfig` as a dict; each condition
     maps a name to the overrides it makes. With ``jobs > 1`` the warm starts, and then the
     runs, go to that many worker processes (one torch thread each). Returns the warm starts'
-    SFT losses and every run's per-step history, by condition and seed.
+    SFT losses and every run's per-step history, by condition and seed. With ``reuse``
+    nothing is trained: the runs already under ``output_dir`` are read back (also runs cut
+    short, whose curves then end early).
     """
     root = Path(output_dir)
     inits = {seed: root / f"seed{seed}" / "init" for seed in seeds}
-    warm_results = _map(jobs, build_warm_start, [(warm, s, inits[s]) for s in seeds])
     specs = [
         RunSpec(name, seed, dict(overrides), probe, probe_every)
         for name, overrides in conditions.items()
         for seed in seeds
     ]
-    calls = [(s, base, inits[s.seed], root / f"seed{s.seed}" / s.condition) for s in specs]
-    histories = _map(jobs, train_run, calls)
+    run_dirs = [root / f"seed{s.seed}" / s.condition for s in specs]
+    if reuse:
+        warm_results = [_read_json(inits[s].parent / WARM_START_FILE) for s in seeds]
+        histories = [load_history(d) for d in run_dirs]
+    else:
+        warm_results = _map(jobs, build_warm_start, [(warm, s, inits[s]) for s in seeds])
+        for seed, result in zip(seeds, warm_results, strict=True):
+            write_results(inits[seed].parent / WARM_START_FILE, result)
+        calls = [(s, base, inits[s.seed], d) for s, d in zip(specs, run_dirs, strict=True)]
+        histories = _map(jobs, train_run, calls)
     runs: dict[str, dict[int, History]] = {name: {} for name in conditions}
     for spec, history in zip(specs, histories, strict=True):
         runs[spec.condition][spec.seed] = history
@@ -184,12 +210,12 @@ def held_out(trainer: Any) -> dict[str, float]:
 
 def points(history: History, key: str) -> dict[int, float]:
     """``{step: value}`` at the steps whose record has ``key`` (e.g. a probe's, step 0 too)."""
-    return {int(r["step"]): float(r[key]) for r in history if key in r}
+    return {int(r["step"]): _number(r[key]) for r in history if key in r}
 
 
 def curve(history: History, key: str) -> list[float]:
     """The value of ``key`` at every step that has it, in step order (NaN where missing)."""
-    return [float(record.get(key, float("nan"))) for record in history if record["step"] > 0]
+    return [_number(record.get(key)) for record in history if record["step"] > 0]
 
 
 def stack(runs: Mapping[int, History], key: str) -> np.ndarray:
@@ -314,7 +340,8 @@ def parse_args(
     description: str, *, steps: int, seeds: int = 3, argv: Sequence[str] | None = None
 ) -> argparse.Namespace:
     """The scripts' shared command line: --seeds, --steps, --output-dir, --jobs, and
-    --sft-steps / --demos to shrink the warm start (for smoke tests)."""
+    --lr, --summarize (re-read finished runs), and --sft-steps / --demos to shrink the warm
+    start (for smoke tests)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--seeds", type=int, nargs="+", default=list(range(seeds)), help="seeds to run"
@@ -324,11 +351,22 @@ def parse_args(
     parser.add_argument(
         "--jobs", type=int, default=1, help="worker processes (one torch thread each)"
     )
+    parser.add_argument("--lr", type=float, default=None, help="override the RL learning rate")
+    parser.add_argument(
+        "--summarize",
+        action="store_true",
+        help="train nothing: summarize and plot the runs already in --output-dir",
+    )
     parser.add_argument("--sft-steps", type=int, default=None, help="override the warm start's")
     parser.add_argument(
         "--demos", type=int, default=None, help="oracle episodes for SFT and the tokenizer corpus"
     )
     return parser.parse_args(argv)
+
+
+def config_from_args(base: Mapping[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """``base`` with the command line's --lr applied."""
+    return deep_merge(base, {"optim": {"lr": args.lr}} if args.lr is not None else {})
 
 
 def warm_start_from_args(warm: WarmStart, args: argparse.Namespace) -> WarmStart:
@@ -366,6 +404,21 @@ def _map(jobs: int, function: Callable[..., Any], calls: list[tuple[Any, ...]]) 
     with ProcessPoolExecutor(jobs, mp_context=context, initializer=_one_thread) as pool:
         futures = [pool.submit(function, *call) for call in calls]
         return [future.result() for future in futures]
+
+
+def _append_json(path: Path, record: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as file:
+        file.write(json.dumps(_finite(record)) + "\n")
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def _number(value: Any) -> float:
+    """``value`` as a float; None (a NaN written to JSON) and missing values are NaN."""
+    return float("nan") if value is None else float(value)
 
 
 def _one_thread() -> None:

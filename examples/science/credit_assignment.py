@@ -25,6 +25,7 @@ from pathlib import Path
 
 from common import (
     WarmStart,
+    config_from_args,
     held_out,
     parse_args,
     plot_curves,
@@ -45,7 +46,7 @@ DEFAULT_OUTPUT = Path("runs/science/credit_assignment")
 
 
 def base_config(steps: int) -> dict:
-    """8 secrets x 4 games per step, lr 1e-4, gamma 1."""
+    """8 secrets x 4 games per step, lr 3e-4, gamma 1."""
     return {
         "steps": steps,
         "eval_episodes": 64,
@@ -57,7 +58,7 @@ def base_config(steps: int) -> dict:
             "max_new_tokens": 12,
             "concurrency": 64,
         },
-        "optim": {"lr": 1e-4, "warmup_steps": 3, "adam_eps": 1e-5},
+        "optim": {"lr": 3e-4, "warmup_steps": 3, "adam_eps": 1e-5},
         "update": {"micro_batch_size": 32},
     }
 
@@ -76,18 +77,20 @@ def conditions() -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> dict:
     """Run the experiment; returns the summary written to the results JSON."""
-    args = parse_args(__doc__.splitlines()[0], steps=40, argv=argv)
+    args = parse_args(__doc__.splitlines()[0], steps=30, argv=argv)
+    config = config_from_args(base_config(args.steps), args)
     output = Path(args.output_dir or DEFAULT_OUTPUT)
     runs_by_condition = conditions()
     results = run_experiment(
         warm_start_from_args(WARM_START, args),
-        base_config(args.steps),
+        config,
         runs_by_condition,
         args.seeds,
         output,
         jobs=args.jobs,
         probe=held_out,
         probe_every=min(PROBE_EVERY, args.steps),
+        reuse=args.summarize,
     )
     runs = results["runs"]
     summary = {
@@ -121,7 +124,7 @@ def main(argv: list[str] | None = None) -> dict:
             "env": {"id": ENV_ID, "kwargs": ENV_KWARGS, "rewards": REWARDS},
             "seeds": args.seeds,
             "steps": args.steps,
-            "config": base_config(args.steps),
+            "config": config,
             "conditions": runs_by_condition,
             "warm_start": results["warm_start"],
             "summary": summary,

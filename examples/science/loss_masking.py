@@ -26,6 +26,7 @@ from typing import Any
 
 from common import (
     WarmStart,
+    config_from_args,
     parse_args,
     plot_curves,
     run_experiment,
@@ -50,7 +51,7 @@ DEFAULT_OUTPUT = Path("runs/science/loss_masking")
 
 
 def base_config(steps: int) -> dict:
-    """GRPO, 8 questions x 4 episodes per step, lr 1e-4."""
+    """GRPO, 8 questions x 4 episodes per step, lr 3e-4."""
     return {
         "steps": steps,
         "rollout": {
@@ -62,7 +63,7 @@ def base_config(steps: int) -> dict:
             "concurrency": 64,
         },
         "advantage": {"estimator": "grpo"},
-        "optim": {"lr": 1e-4, "warmup_steps": 3, "adam_eps": 1e-5},
+        "optim": {"lr": 3e-4, "warmup_steps": 3, "adam_eps": 1e-5},
         "update": {"micro_batch_size": 32},
     }
 
@@ -115,17 +116,19 @@ def env_gradient_share(trainer: Any) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> dict:
     """Run the experiment; returns the summary written to the results JSON."""
     args = parse_args(__doc__.splitlines()[0], steps=40, argv=argv)
+    config = config_from_args(base_config(args.steps), args)
     output = Path(args.output_dir or DEFAULT_OUTPUT)
     conditions = {name: {"update": {"train_on_env_tokens": on}} for name, on in MASKING.items()}
     results = run_experiment(
         warm_start_from_args(WARM_START, args),
-        base_config(args.steps),
+        config,
         conditions,
         args.seeds,
         output,
         jobs=args.jobs,
         probe=env_gradient_share,
         probe_every=min(PROBE_EVERY, args.steps),
+        reuse=args.summarize,
     )
     runs = results["runs"]
     probe_keys = [
@@ -161,7 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
             "env": {"id": ENV_ID, "kwargs": ENV_KWARGS},
             "seeds": args.seeds,
             "steps": args.steps,
-            "config": base_config(args.steps),
+            "config": config,
             "warm_start": results["warm_start"],
             "summary": summary,
             "histories": runs,
