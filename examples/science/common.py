@@ -276,6 +276,18 @@ def summarize(
     return summary
 
 
+def trim(runs: Mapping[str, Mapping[int, History]], keys: Sequence[str]) -> dict[str, Any]:
+    """The histories of every condition and seed with only ``keys`` (and the step) kept, for
+    a results file of a readable size."""
+    return {
+        name: {
+            seed: [{k: r[k] for k in ("step", *keys) if k in r} for r in history]
+            for seed, history in by_seed.items()
+        }
+        for name, by_seed in runs.items()
+    }
+
+
 def smooth(values: np.ndarray, window: int) -> np.ndarray:
     """Trailing moving average over the last axis (shorter windows at the start)."""
     cumulative = np.cumsum(values, axis=-1)
@@ -337,11 +349,16 @@ def write_results(path: str | Path, results: Mapping[str, Any]) -> Path:
 
 
 def parse_args(
-    description: str, *, steps: int, seeds: int = 3, argv: Sequence[str] | None = None
+    description: str,
+    *,
+    steps: int,
+    seeds: int = 3,
+    argv: Sequence[str] | None = None,
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> argparse.Namespace:
     """The scripts' shared command line: --seeds, --steps, --output-dir, --jobs, and
     --lr, --summarize (re-read finished runs), and --sft-steps / --demos to shrink the warm
-    start (for smoke tests)."""
+    start (for smoke tests); ``extra`` adds a script's own options."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--seeds", type=int, nargs="+", default=list(range(seeds)), help="seeds to run"
@@ -361,6 +378,8 @@ def parse_args(
     parser.add_argument(
         "--demos", type=int, default=None, help="oracle episodes for SFT and the tokenizer corpus"
     )
+    if extra is not None:
+        extra(parser)
     return parser.parse_args(argv)
 
 

@@ -32,6 +32,7 @@ from common import (
     run_experiment,
     stack,
     summarize,
+    trim,
     warm_start_from_args,
     write_results,
 )
@@ -128,7 +129,9 @@ def main(argv: list[str] | None = None) -> dict:
             "conditions": runs_by_condition,
             "warm_start": results["warm_start"],
             "summary": summary,
-            "histories": runs,
+            "histories": trim(
+                runs, ["success", "reward", "turns", "grad_norm", "eval/success", "eval/reward"]
+            ),
         },
     )
     for name in runs_by_condition:

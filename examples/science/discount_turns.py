@@ -19,6 +19,8 @@ training batch; every ``PROBE_EVERY`` steps: success, turns and turns of the won
 
 from __future__ import annotations
 
+import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from common import (
@@ -30,33 +32,35 @@ from common import (
     run_experiment,
     stack,
     summarize,
+    trim,
     warm_start_from_args,
     write_results,
 )
 
 ENV_ID = "game:GuessTheNumber-v0"
 ENV_KWARGS = {"min_number": 1, "max_number": 50, "max_turns": 20}
+"""The default game; --max-number and --max-turns change it."""
 GAMMAS = {"gamma=1.0": 1.0, "gamma=0.9": 0.9, "gamma=0.7": 0.7}
 PROBE_EVERY = 10
 WARM_START = WarmStart(ENV_ID, ENV_KWARGS, sft_steps=60)
 DEFAULT_OUTPUT = Path("runs/science/discount_turns")
 
 
-def base_config(steps: int) -> dict:
-    """ReBN, 8 secrets x 4 games per step, lr 3e-4 (1e-4 barely moved the policy in 40 steps)."""
+def base_config(steps: int, env_kwargs: dict) -> dict:
+    """ReBN, 8 secrets x 4 games per step, lr 1e-4 (5e-4 destabilised the warm start)."""
     return {
         "steps": steps,
         "eval_episodes": 64,
         "rollout": {
             "env_id": ENV_ID,
-            "env_kwargs": ENV_KWARGS,
+            "env_kwargs": env_kwargs,
             "group_size": 4,
             "groups_per_step": 8,
             "max_new_tokens": 12,
             "concurrency": 64,
         },
         "advantage": {"estimator": "rebn"},
-        "optim": {"lr": 3e-4, "warmup_steps": 3, "adam_eps": 1e-5},
+        "optim": {"lr": 1e-4, "warmup_steps": 3, "adam_eps": 1e-5},
         "update": {"micro_batch_size": 32},
     }
 
@@ -73,11 +77,18 @@ def binary_search_turns(low: int, high: int) -> float:
     return total / (high - low + 1)
 
 
+def game_options(parser: argparse.ArgumentParser) -> None:
+    """This script's own options: the range and the turn limit of the game."""
+    parser.add_argument("--max-number", type=int, default=ENV_KWARGS["max_number"])
+    parser.add_argument("--max-turns", type=int, default=ENV_KWARGS["max_turns"])
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Run the experiment; returns the summary written to the results JSON."""
-    args = parse_args(__doc__.splitlines()[0], steps=40, argv=argv)
-    config = config_from_args(base_config(args.steps), args)
-    warm = warm_start_from_args(WARM_START, args)
+    args = parse_args(__doc__.splitlines()[0], steps=40, argv=argv, extra=game_options)
+    env_kwargs = {**ENV_KWARGS, "max_number": args.max_number, "max_turns": args.max_turns}
+    config = config_from_args(base_config(args.steps, env_kwargs), args)
+    warm = warm_start_from_args(replace(WARM_START, env_kwargs=env_kwargs), args)
     output = Path(args.output_dir or DEFAULT_OUTPUT)
     conditions = {name: {"advantage": {"gamma": gamma}} for name, gamma in GAMMAS.items()}
     results = run_experiment(
@@ -91,7 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
         probe_every=min(PROBE_EVERY, args.steps),
         reuse=args.summarize,
     )
-    optimum = binary_search_turns(ENV_KWARGS["min_number"], ENV_KWARGS["max_number"])
+    optimum = binary_search_turns(env_kwargs["min_number"], env_kwargs["max_number"])
     runs = results["runs"]
     summary = {
         name: summarize(
@@ -108,21 +119,34 @@ def main(argv: list[str] | None = None) -> dict:
             ("turns per episode", {name: stack(runs[name], "turns") for name in conditions}),
             ("success", {name: stack(runs[name], "success") for name in conditions}),
         ],
-        title=f"GuessTheNumber 1..50 (20 turns), ReBN; mean +-1 std over {len(args.seeds)} seeds",
+        title=f"GuessTheNumber 1..{args.max_number} ({args.max_turns} turns), ReBN; "
+        f"mean +-1 std over {len(args.seeds)} seeds",
         hlines={"turns per episode": (optimum, f"binary search ({optimum:.2f})")},
     )
     write_results(
         output / "discount_turns.json",
         {
             "finding": "GEM 4.2: gamma < 1 drives turns toward binary search; gamma = 1 does not",
-            "env": {"id": ENV_ID, "kwargs": ENV_KWARGS},
+            "env": {"id": ENV_ID, "kwargs": env_kwargs},
             "binary_search_mean_turns": optimum,
             "seeds": args.seeds,
             "steps": args.steps,
             "config": config,
             "warm_start": results["warm_start"],
             "summary": summary,
-            "histories": runs,
+            "histories": trim(
+                runs,
+                [
+                    "turns",
+                    "success",
+                    "reward",
+                    "grad_norm",
+                    "eval/turns",
+                    "eval/turns_won",
+                    "eval/success",
+                    "eval/reward",
+                ],
+            ),
         },
     )
     for name in conditions:

@@ -32,6 +32,7 @@ from common import (
     run_experiment,
     stack,
     summarize,
+    trim,
     warm_start_from_args,
     write_results,
 )
@@ -40,21 +41,36 @@ ENV_ID = "search:Synthetic-SearchR1-v0"
 ENV_KWARGS = {"kinds": ("single-hop",)}
 MASKING = {"masked": False, "unmasked": True}
 PROBE_EVERY = 10
+TRAIN_ROWS_FROM = 0
+HELD_OUT_ROWS_FROM = 9_000
 WARM_START = WarmStart(
     ENV_ID,
     ENV_KWARGS,
-    sft_steps=80,
-    demo_seeds=(3_000_000, 3_000_128),
-    corpus_seeds=(2_000_000, 2_000_050),
+    sft_steps=150,
+    demo_seeds=(5_000, 6_024),
+    corpus_seeds=(8_000, 8_100),
 )
+"""A seed picks the question ``seed % 10_000``: demonstrations (rows 5000-6023), training
+(rows from 0) and the held-out probe (rows from 9000) never share a question. With the
+demonstrations on the training rows, the tiny policy memorises their answers and its reward
+drops to 0 on the first unseen question."""
 DEFAULT_OUTPUT = Path("runs/science/loss_masking")
+PROBE_KEYS = [
+    "probe/env_token_share",
+    "probe/env_grad_share",
+    "probe/grad_norm_policy",
+    "probe/grad_norm_env",
+    "probe/reward",
+]
 
 
 def base_config(steps: int) -> dict:
-    """GRPO, 8 questions x 4 episodes per step, lr 3e-4."""
+    """GRPO, 8 questions x 4 episodes per step, lr 1e-4."""
     return {
         "steps": steps,
+        "eval_first_seed": HELD_OUT_ROWS_FROM,
         "rollout": {
+            "first_seed": TRAIN_ROWS_FROM,
             "env_id": ENV_ID,
             "env_kwargs": ENV_KWARGS,
             "group_size": 4,
@@ -63,7 +79,7 @@ def base_config(steps: int) -> dict:
             "concurrency": 64,
         },
         "advantage": {"estimator": "grpo"},
-        "optim": {"lr": 3e-4, "warmup_steps": 3, "adam_eps": 1e-5},
+        "optim": {"lr": 1e-4, "warmup_steps": 3, "adam_eps": 1e-5},
         "update": {"micro_batch_size": 32},
     }
 
@@ -131,18 +147,11 @@ def main(argv: list[str] | None = None) -> dict:
         reuse=args.summarize,
     )
     runs = results["runs"]
-    probe_keys = [
-        "probe/env_token_share",
-        "probe/env_grad_share",
-        "probe/grad_norm_policy",
-        "probe/grad_norm_env",
-        "probe/reward",
-    ]
     summary = {
         name: summarize(
             runs[name],
             ["reward", "grad_norm", "num_tokens"],
-            probe_keys,
+            PROBE_KEYS,
             tail=min(10, args.steps),
         )
         for name in conditions
@@ -167,7 +176,10 @@ def main(argv: list[str] | None = None) -> dict:
             "config": config,
             "warm_start": results["warm_start"],
             "summary": summary,
-            "histories": runs,
+            "histories": trim(
+                runs,
+                ["reward", "success", "grad_norm", "num_tokens", "episode_tokens", *PROBE_KEYS],
+            ),
         },
     )
     for name in conditions:
