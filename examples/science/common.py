@@ -39,8 +39,9 @@ WARM_START_FILE = "warm_start.json"
 
 @dataclass(frozen=True, slots=True)
 class WarmStart:
-    """How a seed's tiny policy is built: tokenizer corpus, model size and the SFT warm start
-    on ``env_id``'s oracle (stopped after ``sft_steps`` or at ``sft_stop_loss``)."""
+    """How a seed's tiny policy is built: tokenizer corpus (oracle episodes), model size and
+    the SFT warm start on ``expert``'s episodes of ``env_id`` (stopped after ``sft_steps`` or
+    at ``sft_stop_loss``)."""
 
     env_id: str
     env_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -54,6 +55,8 @@ class WarmStart:
     hidden_size: int = 128
     num_layers: int = 2
     init_std: float = 0.1
+    expert: Any = None
+    """The demonstrator (an :class:`~palaestra.agents.base.Agent`); None: the env's oracle."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +91,11 @@ def build_warm_start(warm: WarmStart, seed: int, path: Path) -> dict[str, Any]:
         init_std=warm.init_std,
     )
     demos = collect_demonstrations(
-        warm.env_id, range(*warm.demo_seeds), tokenizer, env_kwargs=warm.env_kwargs
+        warm.env_id,
+        range(*warm.demo_seeds),
+        tokenizer,
+        env_kwargs=warm.env_kwargs,
+        expert=warm.expert,
     )
     losses = train_sft(
         model,
@@ -189,7 +196,11 @@ def run_experiment(
     for spec, history in zip(specs, histories, strict=True):
         runs[spec.condition][spec.seed] = history
     return {
-        "warm_start": {**asdict(warm), "per_seed": dict(zip(seeds, warm_results, strict=True))},
+        "warm_start": {
+            **asdict(warm),
+            "expert": getattr(warm.expert, "name", "oracle"),
+            "per_seed": dict(zip(seeds, warm_results, strict=True)),
+        },
         "runs": runs,
     }
 

@@ -20,7 +20,7 @@ training batch; every ``PROBE_EVERY`` steps: success, turns and turns of the won
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+import re
 from pathlib import Path
 
 from common import (
@@ -37,12 +37,13 @@ from common import (
     write_results,
 )
 
+from palaestra.agents import Action, Conversation
+
 ENV_ID = "game:GuessTheNumber-v0"
-ENV_KWARGS = {"min_number": 1, "max_number": 50, "max_turns": 20}
+ENV_KWARGS = {"min_number": 1, "max_number": 20, "max_turns": 12}
 """The default game; --max-number and --max-turns change it."""
 GAMMAS = {"gamma=1.0": 1.0, "gamma=0.9": 0.9, "gamma=0.7": 0.7}
 PROBE_EVERY = 10
-WARM_START = WarmStart(ENV_ID, ENV_KWARGS, sft_steps=60)
 DEFAULT_OUTPUT = Path("runs/science/discount_turns")
 
 
@@ -65,6 +66,37 @@ def base_config(steps: int, env_kwargs: dict) -> dict:
     }
 
 
+class CautiousSearch:
+    """A slower expert for the warm start: in the interval the feedback leaves open, guess
+    its midpoint with probability ``midpoint_p``, else the point ``1 / fraction`` of the way
+    up. It always narrows the interval, so it wins, in more guesses than binary search; a
+    policy that imitates it has a choice that only the discount makes worth changing.
+    The interval comes from the conversation (the task's range, then "too low" / "too high").
+    """
+
+    name = "cautious-search"
+
+    def __init__(self, midpoint_p: float = 0.3, fraction: int = 8):
+        self.midpoint_p = midpoint_p
+        self.fraction = fraction
+
+    def act(self, conversation: Conversation) -> Action:
+        state, observation = conversation.state, conversation.last_observation
+        if "low" not in state:
+            low, high = re.search(r"between (-?\d+) and (-?\d+)", observation).groups()
+            state.update(low=int(low), high=int(high))
+        elif "too low" in observation:
+            state["low"] = state["guess"] + 1
+        elif "too high" in observation:
+            state["high"] = state["guess"] - 1
+        low, high = state["low"], state["high"]
+        if conversation.rng.random() < self.midpoint_p:
+            state["guess"] = (low + high) // 2
+        else:
+            state["guess"] = low + (high - low) // self.fraction
+        return Action("\\boxed{" + str(state["guess"]) + "}")
+
+
 def binary_search_turns(low: int, high: int) -> float:
     """Mean guesses of midpoint binary search (the env's oracle) over every secret."""
     total = 0
@@ -81,6 +113,12 @@ def game_options(parser: argparse.ArgumentParser) -> None:
     """This script's own options: the range and the turn limit of the game."""
     parser.add_argument("--max-number", type=int, default=ENV_KWARGS["max_number"])
     parser.add_argument("--max-turns", type=int, default=ENV_KWARGS["max_turns"])
+    parser.add_argument(
+        "--expert",
+        choices=["cautious", "oracle"],
+        default="cautious",
+        help="warm-start demonstrations: CautiousSearch, or the binary-search oracle",
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -88,7 +126,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(__doc__.splitlines()[0], steps=40, argv=argv, extra=game_options)
     env_kwargs = {**ENV_KWARGS, "max_number": args.max_number, "max_turns": args.max_turns}
     config = config_from_args(base_config(args.steps, env_kwargs), args)
-    warm = warm_start_from_args(replace(WARM_START, env_kwargs=env_kwargs), args)
+    expert = CautiousSearch() if args.expert == "cautious" else None
+    warm = warm_start_from_args(WarmStart(ENV_ID, env_kwargs, sft_steps=60, expert=expert), args)
     output = Path(args.output_dir or DEFAULT_OUTPUT)
     conditions = {name: {"advantage": {"gamma": gamma}} for name, gamma in GAMMAS.items()}
     results = run_experiment(

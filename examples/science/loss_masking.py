@@ -1,26 +1,33 @@
-"""Search-R1 / R1-Code-Interpreter in miniature: masking retrieved (env) tokens out of the loss.
+"""Search-R1 / R1-Code-Interpreter in miniature: masking env (tool) tokens out of the loss.
 
-Env: ``search:Synthetic-SearchR1-v0`` with single-hop questions over the synthetic knowledge
-base ("Which organisation organised the X?"), in the Search-R1 protocol: the policy writes
-``<search>query</search>``, gets the top documents inside ``<information>...</information>``
-(about 80% of an episode's tokens after the prompt), then answers in ``<answer>``; reward 1
-for an exact match.
+Two envs (``--env``):
 
-Both conditions train with GRPO (8 questions x 4 episodes per step) from the same warm start
-(a tiny policy after a short SFT on the oracle, which searches the entity and copies the
-answer from the first document): "masked" trains on the policy's own tokens only (palaestra's
-default, as Search-R1 does), "unmasked" also on every observation token
-(``update.train_on_env_tokens``). Recorded per step: reward of the training batch and the
-update's gradient norm; every ``PROBE_EVERY`` steps, on a fresh batch of held-out
-questions: the share of the loss tokens that are env tokens and the share of the
-(token-mean, policy-gradient) loss gradient that comes from them if they are trained on,
-``|g_env| / (|g_env| + |g_policy|)``.
+* ``python`` (default): ``math:Arithmetic-Python-v0`` cut to sums ``a + b`` with a, b in
+  1..9. The oracle calls the python tool
+  (``<tool_call>{"name": "python", "arguments": {"code": "print(8 + 6)"}}</tool_call>``),
+  reads the printed result and answers ``\\boxed{14}``; reward 1 for the right sum. The tool
+  result and the env's messages are about a third of the tokens after the prompt.
+* ``search``: ``search:Synthetic-SearchR1-v0`` with single-hop questions over the synthetic
+  knowledge base ("Which organisation organised the X?") in the Search-R1 protocol:
+  ``<search>query</search>``, the top documents come back inside ``<information>``, then
+  ``<answer>``; the retrieved documents are about 80% of the tokens after the prompt.
+
+Both conditions train with GRPO (8 tasks x 4 episodes per step) from the same warm start
+(a tiny policy after a short SFT on the oracle): "masked" trains on the policy's own tokens
+only (palaestra's default, as Search-R1 and R1-Code-Interpreter do), "unmasked" also on
+every observation token (``update.train_on_env_tokens``). Recorded per step: reward of the
+training batch and the update's gradient norm; every ``PROBE_EVERY`` steps, on one fixed
+batch of held-out tasks: its reward, the share of the loss tokens that are env tokens and
+the share of the (token-mean, policy-gradient) loss gradient that comes from them if they
+are trained on, ``|g_env| / (|g_env| + |g_policy|)``.
 
     python examples/science/loss_masking.py --seeds 0 1 2 --steps 40 --jobs 2
 """
 
 from __future__ import annotations
 
+import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,23 +44,8 @@ from common import (
     write_results,
 )
 
-ENV_ID = "search:Synthetic-SearchR1-v0"
-ENV_KWARGS = {"kinds": ("single-hop",)}
 MASKING = {"masked": False, "unmasked": True}
 PROBE_EVERY = 10
-TRAIN_ROWS_FROM = 0
-HELD_OUT_ROWS_FROM = 9_000
-WARM_START = WarmStart(
-    ENV_ID,
-    ENV_KWARGS,
-    sft_steps=150,
-    demo_seeds=(5_000, 6_024),
-    corpus_seeds=(8_000, 8_100),
-)
-"""A seed picks the question ``seed % 10_000``: demonstrations (rows 5000-6023), training
-(rows from 0) and the held-out probe (rows from 9000) never share a question. With the
-demonstrations on the training rows, the tiny policy memorises their answers and its reward
-drops to 0 on the first unseen question."""
 DEFAULT_OUTPUT = Path("runs/science/loss_masking")
 PROBE_KEYS = [
     "probe/env_token_share",
@@ -64,24 +56,66 @@ PROBE_KEYS = [
 ]
 
 
-def base_config(steps: int) -> dict:
-    """GRPO, 8 questions x 4 episodes per step, lr 1e-4."""
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """An env of the experiment: its warm start, where training and held-out seeds start,
+    and the tokens allowed per action."""
+
+    warm: WarmStart
+    held_out_from: int
+    max_new_tokens: int
+    title: str
+
+
+ARITHMETIC = {"difficulty": "easy", "num_terms": 2, "max_value": 9, "operators": "+"}
+SETUPS = {
+    "python": Setup(
+        WarmStart("math:Arithmetic-Python-v0", ARITHMETIC, sft_steps=80),
+        held_out_from=1_000_000,
+        max_new_tokens=48,
+        title="python tool, sums of two digits",
+    ),
+    "search": Setup(
+        WarmStart(
+            "search:Synthetic-SearchR1-v0",
+            {"kinds": ("single-hop",)},
+            sft_steps=150,
+            demo_seeds=(5_000, 6_024),
+            corpus_seeds=(8_000, 8_100),
+        ),
+        held_out_from=9_000,
+        max_new_tokens=48,
+        title="Search-R1 single-hop",
+    ),
+}
+"""A search seed picks the question ``seed % 10_000``: demonstrations (rows 5000-6023),
+training (rows from 0) and the held-out probe (rows from 9000) never share a question.
+(With the demonstrations on the training rows, the tiny policy memorises their answers and
+its reward drops to 0 on the first unseen question.) The 81 sums repeat whatever the seed."""
+
+
+def base_config(steps: int, setup: Setup) -> dict:
+    """GRPO, 8 tasks x 4 episodes per step, lr 1e-4."""
     return {
         "steps": steps,
-        "eval_first_seed": HELD_OUT_ROWS_FROM,
+        "eval_first_seed": setup.held_out_from,
         "rollout": {
-            "first_seed": TRAIN_ROWS_FROM,
-            "env_id": ENV_ID,
-            "env_kwargs": ENV_KWARGS,
+            "env_id": setup.warm.env_id,
+            "env_kwargs": setup.warm.env_kwargs,
             "group_size": 4,
             "groups_per_step": 8,
-            "max_new_tokens": 48,
+            "max_new_tokens": setup.max_new_tokens,
             "concurrency": 64,
         },
         "advantage": {"estimator": "grpo"},
         "optim": {"lr": 1e-4, "warmup_steps": 3, "adam_eps": 1e-5},
         "update": {"micro_batch_size": 32},
     }
+
+
+def env_option(parser: argparse.ArgumentParser) -> None:
+    """This script's own option: which env."""
+    parser.add_argument("--env", choices=sorted(SETUPS), default="python")
 
 
 def env_gradient_share(trainer: Any) -> dict[str, float]:
@@ -131,12 +165,13 @@ def env_gradient_share(trainer: Any) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> dict:
     """Run the experiment; returns the summary written to the results JSON."""
-    args = parse_args(__doc__.splitlines()[0], steps=40, argv=argv)
-    config = config_from_args(base_config(args.steps), args)
+    args = parse_args(__doc__.splitlines()[0], steps=40, argv=argv, extra=env_option)
+    setup = SETUPS[args.env]
+    config = config_from_args(base_config(args.steps, setup), args)
     output = Path(args.output_dir or DEFAULT_OUTPUT)
     conditions = {name: {"update": {"train_on_env_tokens": on}} for name, on in MASKING.items()}
     results = run_experiment(
-        warm_start_from_args(WARM_START, args),
+        warm_start_from_args(setup.warm, args),
         config,
         conditions,
         args.seeds,
@@ -162,7 +197,7 @@ def main(argv: list[str] | None = None) -> dict:
             ("reward (train batch)", {n: stack(runs[n], "reward") for n in conditions}),
             ("update grad norm (pre-clip)", {n: stack(runs[n], "grad_norm") for n in conditions}),
         ],
-        title=f"Search-R1 single-hop, GRPO, env tokens masked vs trained on; mean +-1 std "
+        title=f"{setup.title}, GRPO, env tokens masked vs trained on; mean +-1 std "
         f"over {len(args.seeds)} seeds",
     )
     write_results(
@@ -170,7 +205,7 @@ def main(argv: list[str] | None = None) -> dict:
         {
             "finding": "Search-R1 / R1-Code-Interpreter: masking env tokens out of the loss "
             "changes learning; share of the gradient env tokens take when unmasked",
-            "env": {"id": ENV_ID, "kwargs": ENV_KWARGS},
+            "env": {"name": args.env, "id": setup.warm.env_id, "kwargs": setup.warm.env_kwargs},
             "seeds": args.seeds,
             "steps": args.steps,
             "config": config,

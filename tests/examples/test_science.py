@@ -1,0 +1,111 @@
+"""examples/science/: the miniature reproductions run end to end and write their results.
+
+The fast test runs the loss-masking script for one step on a barely warmed-up policy. The
+slow tests run each script on one seed and few steps. Where a finding did not reproduce at
+this scale (docs/science.md: the discount and credit-assignment findings), they check that
+the results are well-formed and the runs healthy, not a direction that was not seen; for
+loss masking they check what did reproduce: env tokens dominate the loss tokens and the
+gradient when they are trained on.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="training needs the 'train' extra")
+pytest.importorskip("transformers", reason="training needs the 'train' extra")
+
+SCIENCE = Path(__file__).parents[2] / "examples" / "science"
+
+
+def _script(name: str):
+    """Import ``examples/science/<name>.py`` (its folder on sys.path, for ``common``)."""
+    if str(SCIENCE) not in sys.path:
+        sys.path.insert(0, str(SCIENCE))
+    spec = importlib.util.spec_from_file_location(f"science_{name}", SCIENCE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _results(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_loss_masking_runs_end_to_end(tmp_path):
+    script = _script("loss_masking")
+    argv = ["--seeds", "0", "--steps", "1", "--sft-steps", "1", "--demos", "4"]
+    summary = script.main([*argv, "--output-dir", str(tmp_path)])
+    results = _results(tmp_path / "loss_masking.json")
+    assert (tmp_path / "loss_masking.png").stat().st_size > 0
+    assert set(results["histories"]) == {"masked", "unmasked"}
+    masked, unmasked = (results["histories"][name]["0"] for name in ("masked", "unmasked"))
+    assert [r["step"] for r in masked] == [0, 1]  # the probe before training, then step 1
+    # both roll out the same tasks from the same policy; only the unmasked run also trains
+    # on the env tokens of its episodes
+    assert unmasked[1]["num_tokens"] > masked[1]["num_tokens"]
+    assert 0.0 < masked[0]["probe/env_token_share"] < 1.0
+    assert summary["masked"]["reward"]["first_steps"]["per_seed"] == [masked[1]["reward"]]
+
+
+def test_summarize_rereads_finished_runs(tmp_path):
+    script = _script("loss_masking")
+    argv = ["--seeds", "0", "--steps", "1", "--sft-steps", "1", "--demos", "4"]
+    first = script.main([*argv, "--output-dir", str(tmp_path)])
+    (tmp_path / "loss_masking.json").unlink()
+    again = script.main([*argv, "--output-dir", str(tmp_path), "--summarize"])
+    assert again["unmasked"]["num_tokens"] == first["unmasked"]["num_tokens"]
+    assert (tmp_path / "loss_masking.json").exists()
+
+
+@pytest.mark.slow
+def test_env_tokens_take_most_of_the_gradient_when_unmasked(tmp_path):
+    """What reproduced: retrieved documents are most of the loss tokens, and most of the
+    gradient, once env tokens are trained on."""
+    summary = _script("loss_masking").main(
+        ["--seeds", "0", "--steps", "4", "--output-dir", str(tmp_path)]
+    )
+    for name in ("masked", "unmasked"):
+        start = summary[name]
+        assert start["probe/env_token_share"]["start"]["mean"] > 0.5
+        assert start["probe/env_grad_share"]["start"]["mean"] > 0.5
+        assert start["probe/reward"]["start"]["mean"] > 0.0  # the warm start answers some
+
+
+@pytest.mark.slow
+def test_discount_runs_are_well_formed(tmp_path):
+    """Not reproduced at this scale (docs/science.md), so no direction is checked: every
+    gamma trains from the same warm start and reports turns within the game's limits."""
+    summary = _script("discount_turns").main(
+        ["--seeds", "0", "--steps", "3", "--output-dir", str(tmp_path), "--max-number", "20"]
+    )
+    results = _results(tmp_path / "discount_turns.json")
+    assert set(summary) == {"gamma=1.0", "gamma=0.9", "gamma=0.7"}
+    assert results["binary_search_mean_turns"] == pytest.approx(3.7)  # 74 guesses / 20
+    starts = {name: s["eval/turns"]["start"]["mean"] for name, s in summary.items()}
+    assert max(starts.values()) - min(starts.values()) < 0.1  # one warm start for every gamma
+    for name, s in summary.items():
+        assert all(1.0 <= t <= 20 for t in s["turns"]["curve_mean"]), name
+        assert math.isfinite(s["success"]["last_steps"]["mean"])
+
+
+@pytest.mark.slow
+def test_credit_assignment_runs_are_well_formed(tmp_path):
+    """Not reproduced at this scale (docs/science.md), so no direction is checked: the four
+    conditions train and the dense reward is the final one plus the shaping."""
+    summary = _script("credit_assignment").main(
+        ["--seeds", "0", "--steps", "2", "--output-dir", str(tmp_path)]
+    )
+    assert set(summary) == {"dense/rebn", "dense/grpo", "final/rebn", "final/grpo"}
+    for name, s in summary.items():
+        reward, success = s["reward"]["curve_mean"], s["success"]["curve_mean"]
+        if name.startswith("final"):
+            assert reward == success  # reward 1 for the hit, nothing else
+        else:
+            assert all(r >= x for r, x in zip(reward, success, strict=True))
