@@ -72,7 +72,7 @@ class RunSpec:
 
 def build_warm_start(warm: WarmStart, seed: int, path: Path) -> dict[str, Any]:
     """Build, warm up and save (to ``path``) the tiny policy of ``seed``; returns the SFT
-    losses and the time it took."""
+    losses and the time it took (also written to ``warm_start.json`` beside ``path``)."""
     import torch
 
     from palaestra.trainers import tiny
@@ -109,7 +109,9 @@ def build_warm_start(warm: WarmStart, seed: int, path: Path) -> dict[str, Any]:
     )
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
-    return {"sft_losses": losses, "seconds": time.perf_counter() - started}
+    result = {"sft_losses": losses, "seconds": time.perf_counter() - started}
+    write_results(Path(path).parent / WARM_START_FILE, result)
+    return result
 
 
 def train_run(spec: RunSpec, base: Mapping[str, Any], init: Path, output_dir: Path) -> History:
@@ -177,10 +179,10 @@ def run_experiment(
     """
     root = Path(output_dir)
     inits = {seed: root / f"seed{seed}" / "init" for seed in seeds}
-    specs = [
+    specs = [  # seed by seed: a run cut short leaves whole seeds behind it
         RunSpec(name, seed, dict(overrides), probe, probe_every)
-        for name, overrides in conditions.items()
         for seed in seeds
+        for name, overrides in conditions.items()
     ]
     run_dirs = [root / f"seed{s.seed}" / s.condition for s in specs]
     if reuse:
@@ -188,8 +190,6 @@ def run_experiment(
         histories = [load_history(d) for d in run_dirs]
     else:
         warm_results = _map(jobs, build_warm_start, [(warm, s, inits[s]) for s in seeds])
-        for seed, result in zip(seeds, warm_results, strict=True):
-            write_results(inits[seed].parent / WARM_START_FILE, result)
         calls = [(s, base, inits[s.seed], d) for s, d in zip(specs, run_dirs, strict=True)]
         histories = _map(jobs, train_run, calls)
     runs: dict[str, dict[int, History]] = {name: {} for name in conditions}
