@@ -72,13 +72,16 @@ class RunSpec:
 
 def build_warm_start(warm: WarmStart, seed: int, path: Path) -> dict[str, Any]:
     """Build, warm up and save (to ``path``) the tiny policy of ``seed``; returns the SFT
-    losses and the time it took (also written to ``warm_start.json`` beside ``path``)."""
+    losses and the time it took (also written to ``warm_start.json`` beside ``path``).
+    A policy already saved at ``path`` is kept (a rerun into the same directory reuses it)."""
     import torch
 
     from palaestra.trainers import tiny
     from palaestra.trainers.demo import env_texts
     from palaestra.trainers.sft import collect_demonstrations, train_sft
 
+    if (Path(path) / "config.json").exists():  # built before: the same seed gives the same policy
+        return _read_json(Path(path).parent / WARM_START_FILE) or {"sft_losses": None}
     started = time.perf_counter()
     torch.manual_seed(seed)
     texts = env_texts(warm.env_id, warm.env_kwargs, range(*warm.corpus_seeds))
