@@ -4,7 +4,7 @@ The fast test runs the loss-masking script for one step on a barely warmed-up po
 slow tests run each script on one seed and few steps. Where a finding did not reproduce at
 this scale (docs/science.md: the discount and credit-assignment findings), they check that
 the results are well-formed and the runs healthy, not a direction that was not seen; for
-loss masking they check what did reproduce: env tokens dominate the loss tokens and the
+loss masking they check what reproduced in a few steps: env tokens take most of the
 gradient when they are trained on.
 """
 
@@ -68,16 +68,22 @@ def _results_roundtrip(value):
 
 @pytest.mark.slow
 def test_env_tokens_take_most_of_the_gradient_when_unmasked(tmp_path):
-    """What reproduced: retrieved documents are most of the loss tokens, and most of the
-    gradient, once env tokens are trained on."""
+    """What reproduced (docs/science.md): with the python tool, env tokens are about 30% of
+    the loss tokens but about two thirds of the gradient once they are trained on. (That
+    masking them keeps the reward higher is seen over 40 steps and 3 seeds, too slow to
+    check here.)"""
     summary = _script("loss_masking").main(
-        ["--seeds", "0", "--steps", "4", "--output-dir", str(tmp_path)]
+        ["--seeds", "0", "--steps", "2", "--output-dir", str(tmp_path)]
     )
-    for name in ("masked", "unmasked"):
-        start = summary[name]
-        assert start["probe/env_token_share"]["start"]["mean"] > 0.5
-        assert start["probe/env_grad_share"]["start"]["mean"] > 0.5
-        assert start["probe/reward"]["start"]["mean"] > 0.0  # the warm start answers some
+    start = {
+        key: summary["unmasked"][key]["start"]["mean"]
+        for key in summary["unmasked"]
+        if key.startswith("probe/")
+    }
+    assert 0.1 < start["probe/env_token_share"] < 0.5
+    assert start["probe/env_grad_share"] > 0.5
+    assert start["probe/env_grad_share"] > start["probe/env_token_share"]
+    assert start["probe/reward"] > 0.3  # the warm start uses the tool and answers
 
 
 @pytest.mark.slow
