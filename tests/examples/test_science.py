@@ -67,6 +67,7 @@ def _results_roundtrip(value):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a warm start and a few steps: minutes on 2 shared cores
 def test_env_tokens_take_most_of_the_gradient_when_unmasked(tmp_path):
     """What reproduced (docs/science.md): with the python tool, env tokens are about 30% of
     the loss tokens but about two thirds of the gradient once they are trained on. (That
@@ -87,6 +88,7 @@ def test_env_tokens_take_most_of_the_gradient_when_unmasked(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a warm start and a few steps: minutes on 2 shared cores
 def test_discount_runs_are_well_formed(tmp_path):
     """Not reproduced at this scale (docs/science.md), so no direction is checked: every
     gamma trains from the same warm start and reports turns within the game's limits."""
@@ -104,6 +106,7 @@ def test_discount_runs_are_well_formed(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a warm start and a few steps: minutes on 2 shared cores
 def test_credit_assignment_runs_are_well_formed(tmp_path):
     """Not reproduced at this scale (docs/science.md), so no direction is checked: the four
     conditions train and the dense reward is the final one plus the shaping."""
