@@ -28,6 +28,7 @@ The warm-started model is saved under ``DIR/init`` and the run's config under
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -220,9 +221,15 @@ def plot_reward_curve(metrics_path: str | Path) -> Path | None:
     return path
 
 
-def env_texts() -> list[str]:
-    """System prompt, tasks, oracle moves and feedback of a few episodes: the tokenizer corpus."""
-    episodes = Runner(OracleAgent()).run(make_tasks([ENV_ID], CORPUS_SEEDS, env_kwargs=ENV_KWARGS))
+def env_texts(
+    env_id: str = ENV_ID,
+    env_kwargs: dict[str, Any] | None = None,
+    seeds: Iterable[int] = CORPUS_SEEDS,
+) -> list[str]:
+    """System prompt, tasks, oracle moves and feedback of a few episodes of ``env_id`` (by
+    default the demo's env): the tokenizer corpus."""
+    kwargs = ENV_KWARGS if env_kwargs is None and env_id == ENV_ID else env_kwargs
+    episodes = Runner(OracleAgent()).run(make_tasks([env_id], seeds, env_kwargs=kwargs))
     texts: list[str] = []
     for episode in episodes:
         texts += [episode.system_prompt or "", episode.task]
