@@ -36,8 +36,12 @@ def _make_or_exit(env_id: str) -> Env:
         raise typer.Exit(2) from None
 
 
-def _tool_names(env: Env) -> str:
-    return ", ".join(tool.get("function", tool).get("name", "?") for tool in env.tools) or "-"
+def _tool_names(env: Env, most: int | None = None) -> str:
+    """The env's tool names, or their count past ``most`` (a table column stays narrow)."""
+    names = [tool.get("function", tool).get("name", "?") for tool in env.tools]
+    if most is not None and len(names) > most:
+        return f"{len(names)} tools"
+    return ", ".join(names) or "-"
 
 
 @app.command("list")
@@ -60,7 +64,12 @@ def list_command(
         env = spec.make()
         kwargs = " ".join(f"{key}={value}" for key, value in spec.kwargs.items()) or "-"
         table.add_row(
-            env_id, spec.family, str(env.max_turns or "-"), _tool_names(env), kwargs, spec.summary()
+            env_id,
+            spec.family,
+            str(env.max_turns or "-"),
+            _tool_names(env, most=3),
+            kwargs,
+            spec.summary(),
         )
         env.close()
     console.print(table)
