@@ -257,6 +257,19 @@ def mean_and_spread(per_seed: Sequence[float]) -> dict[str, Any]:
     }
 
 
+def summarize_conditions(
+    runs: Mapping[str, Mapping[int, History]],
+    names: Sequence[str],
+    train_keys: Sequence[str],
+    probe_keys: Sequence[str],
+    steps: int,
+) -> dict[str, Any]:
+    """:func:`summarize` for each condition in ``names`` (the last 10 steps, or all)."""
+    return {
+        name: summarize(runs[name], train_keys, probe_keys, tail=min(10, steps)) for name in names
+    }
+
+
 def summarize(
     runs: Mapping[int, History],
     train_keys: Sequence[str],

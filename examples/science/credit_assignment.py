@@ -31,7 +31,7 @@ from common import (
     plot_curves,
     run_experiment,
     stack,
-    summarize,
+    summarize_conditions,
     trim,
     warm_start_from_args,
     write_results,
@@ -94,15 +94,13 @@ def main(argv: list[str] | None = None) -> dict:
         reuse=args.summarize,
     )
     runs = results["runs"]
-    summary = {
-        name: summarize(
-            runs[name],
-            ["success", "reward", "turns"],
-            ["eval/success", "eval/reward"],
-            tail=min(10, args.steps),
-        )
-        for name in runs_by_condition
-    }
+    summary = summarize_conditions(
+        runs,
+        runs_by_condition,
+        ["success", "reward", "turns"],
+        ["eval/success", "eval/reward"],
+        args.steps,
+    )
     panels = [
         (
             f"success ({reward} reward)",

@@ -31,7 +31,7 @@ from common import (
     plot_curves,
     run_experiment,
     stack,
-    summarize,
+    summarize_conditions,
     trim,
     warm_start_from_args,
     write_results,
@@ -143,15 +143,13 @@ def main(argv: list[str] | None = None) -> dict:
     )
     optimum = binary_search_turns(env_kwargs["min_number"], env_kwargs["max_number"])
     runs = results["runs"]
-    summary = {
-        name: summarize(
-            runs[name],
-            ["turns", "success", "reward"],
-            ["eval/turns", "eval/turns_won", "eval/success"],
-            tail=min(10, args.steps),
-        )
-        for name in conditions
-    }
+    summary = summarize_conditions(
+        runs,
+        conditions,
+        ["turns", "success", "reward"],
+        ["eval/turns", "eval/turns_won", "eval/success"],
+        args.steps,
+    )
     plot = plot_curves(
         output / "discount_turns.png",
         [

@@ -38,7 +38,7 @@ from common import (
     plot_curves,
     run_experiment,
     stack,
-    summarize,
+    summarize_conditions,
     trim,
     warm_start_from_args,
     write_results,
@@ -182,15 +182,9 @@ def main(argv: list[str] | None = None) -> dict:
         reuse=args.summarize,
     )
     runs = results["runs"]
-    summary = {
-        name: summarize(
-            runs[name],
-            ["reward", "grad_norm", "num_tokens"],
-            PROBE_KEYS,
-            tail=min(10, args.steps),
-        )
-        for name in conditions
-    }
+    summary = summarize_conditions(
+        runs, conditions, ["reward", "grad_norm", "num_tokens"], PROBE_KEYS, args.steps
+    )
     plot = plot_curves(
         output / "loss_masking.png",
         [
