@@ -61,6 +61,10 @@ def unshare(flags: int) -> None:
     _check(_libc.unshare(flags), "unshare")
 
 
+def setns(fd: int, flags: int) -> None:
+    _check(_libc.setns(fd, flags), "setns")
+
+
 def _write_file(path: str, text: str) -> None:
     with open(path, "w") as handle:
         handle.write(text)

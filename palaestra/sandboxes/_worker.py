@@ -1,23 +1,25 @@
-"""Sandbox worker: a warm interpreter that forks one confined runner per run, ahead of time.
+"""Sandbox worker: a warm interpreter that serves runs on confined runners forked ahead of time.
 
 ``palaestra/sandboxes/local.py`` starts this file as ``python -I -B _worker.py CONFIG_JSON``
 (the docker backend sends it with ``_confine.py`` bundled). It imports only the standard
 library. Process tree::
 
-    worker (warm; own user + network namespace; never reads a run's request)
-      └─ monitor (forked before the request arrives; reads it from the host pipe itself,
-         enforces the deadline, reports what it observed, replies, exits; then the
-         worker forks the next one)
-           └─ runner (PID 1 of a new PID namespace; private mount, IPC and UTS
-              namespaces over a minimal read-only root with a tmpfs work dir; cgroup,
-              fresh keyring, Landlock, seccomp, no capabilities; all of it set up
-              before the request arrives, so a run is a hand-off to a ready process)
+    worker (warm; own user + network namespace; the monitor: reads the host's requests,
+    │       hands each to a ready runner, enforces the deadline, reports what it observed)
+    └─ spawner (forked before any request; never reads one; PID 1 of a PID namespace;
+       │        forks one runner at a time, hands its pipes and pidfd to the worker,
+       │        reaps it, kills what it left behind, relays its exit status)
+       └─ runner (PID 1 of a new PID namespace; private mount, IPC and UTS namespaces
+                  over a minimal read-only root with a tmpfs work dir; cgroup, fresh
+                  keyring, Landlock, seccomp, no capabilities; all of it set up before
+                  the request arrives, so a run is a hand-off to a ready process)
 
-Each run therefore starts in a process that never ran other code. The result is what
-the monitor observed (exit status or signal, timing, the memory cgroup's OOM count,
-rusage), never a message of the sandboxed code. Sessions are the one exception: a cell's
-status comes from the session's interpreter (tagged with a one-time nonce); the session
-is stopped (SIGSTOP) between cells. Messages are a 4-byte big-endian length + UTF-8 JSON.
+Each run therefore starts in a process that never ran other code, forked from one that
+never saw a request. The result is what the monitor observed (exit status or signal,
+timing, the memory cgroup's OOM count, peak RSS), never a message of the sandboxed code.
+Sessions are the one exception: a cell's status comes from the session's interpreter
+(tagged with a one-time nonce); the session is stopped (SIGSTOP) between cells. Messages
+are a 4-byte big-endian length + UTF-8 JSON.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import os
 import resource
 import select
 import signal
+import socket
 import stat
 import struct
 import sys
@@ -45,7 +48,6 @@ if "_confine" not in sys.modules:  # run as a file; the docker backend bundles i
 confine = sys.modules["_confine"]
 
 NOBODY = 65534
-EXIT_EOF = 3  # a monitor that found the host's pipe closed: the worker stops
 READ_CHUNK = 65536
 RSS_ESTIMATE_SHARE = 0.5  # without a memory cgroup: peak RSS share that counts as exceeded
 
@@ -124,13 +126,13 @@ class Runner:
         return exit_code, exited
 
 
-def confine_runner(setup: dict, run_cgroup: dict, workdir: str) -> int:
+def confine_runner(setup: dict, workdir: str) -> int:
     """Everything that confines the runner, before any request is read (in this order).
 
     Returns how many processes already count against this user's RLIMIT_NPROC.
     """
-    if run_cgroup:
-        confine.join(run_cgroup)
+    if setup["run_cgroup"]:
+        confine.join(setup["run_cgroup"])
     if setup["mount"]:
         limits = setup["limits"]
         confine.enter_root(limits["work_dir_mb"], limits["work_dir_files"])
@@ -161,7 +163,7 @@ def _block_sockets_hook(event: str, args: tuple) -> None:
         raise PermissionError(f"network access is disabled in this sandbox ({event})")
 
 
-def runner_main(setup: dict, run_cgroup: dict, workdir: str, fds: list[int]) -> None:
+def runner_main(setup: dict, workdir: str, fds: list[int]) -> None:
     """Body of the runner: confine, wait for the request, then run it or serve a session.
 
     ``fds`` are stdout, stderr, requests and cell statuses; they become fds 1 to 4.
@@ -174,7 +176,7 @@ def runner_main(setup: dict, run_cgroup: dict, workdir: str, fds: list[int]) -> 
     for target in range(len(fds) + 1):
         os.dup2(target + 100, target)
     os.closerange(len(fds) + 1, 1 << 16)
-    existing_processes = confine_runner(setup, run_cgroup, workdir)
+    existing_processes = confine_runner(setup, workdir)
     sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     inherited = dict(os.environ)  # the worker's: the environment runs usually ask for
@@ -269,54 +271,142 @@ def _count_own_processes() -> int:
     return count
 
 
-# ----------------------------------------------------------------------------- monitor
+# ----------------------------------------------------------------------------- spawner
 
 
-class Monitor:
-    """Owns one runner: starts and confines it ahead of the request, then enforces the
-    deadline and reports what it observed."""
+class Spawner:
+    """The worker's child that forks the runners, one at a time, and reaps them.
 
-    def __init__(self, setup: dict, cgroups: confine.Cgroups | None) -> None:
-        self.setup = setup
-        self.cgroups = cgroups
-        limits = setup["limits"]
-        self.run_cgroup = setup["run_cgroup"]
-        self.oom_kills = cgroups.oom_kills(self.run_cgroup) if self.run_cgroup else 0
+    It never reads a request, so a runner forked from it inherits nothing of earlier runs.
+    It hands each new runner's pipe ends and pidfd to the worker (``SCM_RIGHTS`` over a
+    socket pair), waits for the runner to exit, kills what the run left behind and reports
+    the exit status. With namespaces it is PID 1 of a PID namespace of the worker's user
+    namespace, which lets it give each runner a PID namespace of its own (``unshare``
+    before the fork, ``setns`` back after) without an intermediate process.
+    """
+
+    STATUS = struct.Struct("=iq")  # wait status, peak RSS in KiB
+    FDS = 5  # stdout, stderr, requests, statuses, pidfd
+
+    def __init__(self, setup: dict) -> None:
+        self.channel, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         if setup["namespaces"]:
             confine.unshare(confine.CLONE_NEWPID)
-        confine.prctl(confine.PR_SET_CHILD_SUBREAPER, 1)
-        self.workdir = "/tmp" if setup["mount"] else self._host_workdir()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        requests_r, requests_w = os.pipe()
-        status_r, status_w = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:
+            code = 1
             try:
-                runner_main(
-                    setup, self.run_cgroup, self.workdir, [out_w, err_w, requests_r, status_w]
-                )
+                self.channel.close()
+                spawn_runners(setup, child_end)
+                code = 0
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.write(2, traceback.format_exc().encode())
+            os._exit(code)
+        child_end.close()
+
+    def next_runner(self) -> list[int]:
+        """The parent ends of the next runner's pipes and its pidfd (blocks until forked)."""
+        message, fds, _, _ = socket.recv_fds(self.channel, 16, self.FDS)
+        if not message or len(fds) != self.FDS:
+            raise OSError("the sandbox spawner exited")
+        return fds
+
+    def reaped(self) -> tuple[int, int]:
+        """The current runner's wait status and peak RSS (KiB), once the spawner reaped it."""
+        message = self.channel.recv(self.STATUS.size)
+        if len(message) != self.STATUS.size:
+            raise OSError("the sandbox spawner exited")
+        return self.STATUS.unpack(message)
+
+    def close(self) -> None:
+        self.channel.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+
+
+def spawn_runners(setup: dict, channel: socket.socket) -> None:
+    """The spawner's loop: fork a runner, hand it over, reap it, report; until the worker
+    is gone."""
+    confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
+    confine.prctl(confine.PR_SET_CHILD_SUBREAPER, 1)  # orphans of a run come back here
+    own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY) if setup["namespaces"] else -1
+    while True:
+        workdir = "/tmp" if setup["mount"] else _host_workdir(setup)
+        (out_r, out_w), (err_r, err_w), (requests_r, requests_w), (status_r, status_w) = (
+            os.pipe() for _ in range(4)
+        )
+        if setup["namespaces"]:
+            confine.unshare(confine.CLONE_NEWPID)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                runner_main(setup, workdir, [out_w, err_w, requests_r, status_w])
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.write(2, traceback.format_exc().encode())
             os._exit(125)
-        for fd in (out_w, err_w, requests_r, status_w):
+        if setup["namespaces"]:
+            confine.setns(own_pid_namespace, confine.CLONE_NEWPID)
+        handed = [out_r, err_r, requests_w, status_r, os.pidfd_open(pid)]
+        try:
+            socket.send_fds(channel, [b"runner"], handed)
+        except OSError:  # the worker is gone
+            os.kill(pid, signal.SIGKILL)
+        for fd in (*handed, out_w, err_w, requests_r, status_w):
             os.close(fd)
-        self.pidfd = os.pidfd_open(self.pid)
-        self.out_r, self.err_r, self.status_r, self.requests_w = out_r, err_r, status_r, requests_w
-        self.ready = read_message(status_r) is not None
+        if not setup["namespaces"]:  # else the PID namespace died with its first process
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # a zombie holds its group id
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        _, wait_status, rusage = os.wait4(pid, 0)
+        if not setup["namespaces"]:
+            kill_orphans()
+        try:
+            channel.send(Spawner.STATUS.pack(wait_status, rusage.ru_maxrss))
+        except OSError:
+            return
+        finally:
+            if not setup["mount"]:
+                remove_tree(workdir)
+
+
+def _host_workdir(setup: dict) -> str:
+    path = tempfile.mkdtemp(prefix="run-", dir=setup["base_dir"])
+    if setup["uid_drop"]:
+        os.chown(path, NOBODY, NOBODY)
+    return path
+
+
+# ----------------------------------------------------------------------------- monitor
+
+
+class Monitor:
+    """The worker's side of one runner: hands it the request, enforces the deadline and
+    reports what it observed."""
+
+    def __init__(self, setup: dict, cgroups: confine.Cgroups | None, spawner: Spawner) -> None:
+        self.setup = setup
+        self.cgroups = cgroups
+        self.spawner = spawner
+        limits = setup["limits"]
+        self.run_cgroup = setup["run_cgroup"]
+        self.oom_kills = cgroups.oom_kills(self.run_cgroup) if self.run_cgroup else 0
+        self.out_r, self.err_r, self.requests_w, self.status_r, self.pidfd = spawner.next_runner()
+        self.ready = read_message(self.status_r) is not None
+        pid = _pid_of(self.pidfd) if setup["mount"] and self.ready else None
         self.namespace_fds = [
-            os.open(f"/proc/{self.pid}/ns/{kind}", os.O_RDONLY)
-            for kind in (("mnt", "ipc") if setup["mount"] and self.ready else ())
+            os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY) for kind in ("mnt", "ipc") if pid
         ]  # held until after the reply, so the namespaces are torn down off the critical path
-        for fd in (out_r, err_r, status_r):
+        for fd in (self.out_r, self.err_r, self.status_r):
             os.set_blocking(fd, False)
         self.status_buffer = b""
         self.alive = True
-        self.rusage: resource.struct_rusage | None = None
+        self.exit_code: int | None = None
+        self.max_rss_kb = 0
         self.cap = limits["max_output_bytes"]
         self.memory_mb = limits["memory_mb"]
-
     def startup_error(self) -> str:
         """Why the runner died before it was ready (the last line of its traceback)."""
         self.stop()
@@ -324,12 +414,6 @@ class Monitor:
         self._drain(self.err_r, stderr, {self.err_r: 0})
         reason = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no reason"]
         return f"sandbox runner failed to start: {reason[0]}"
-
-    def _host_workdir(self) -> str:
-        path = tempfile.mkdtemp(prefix="run-", dir=self.setup["base_dir"])
-        if self.setup["uid_drop"]:
-            os.chown(path, NOBODY, NOBODY)
-        return path
 
     def start(self, job: dict) -> None:
         """Hand the request to the waiting runner (limits of this run first)."""
@@ -389,9 +473,9 @@ class Monitor:
     def _memory_exceeded(self, exit_code: int | None) -> bool:
         if self.run_cgroup.get("memory"):
             return self.cgroups.oom_kills(self.run_cgroup) > self.oom_kills
-        if not exit_code or self.rusage is None:
+        if not exit_code:
             return False
-        return self.rusage.ru_maxrss * 1024 >= RSS_ESTIMATE_SHARE * (self.memory_mb << 20)
+        return self.max_rss_kb * 1024 >= RSS_ESTIMATE_SHARE * (self.memory_mb << 20)
 
     def _drain(self, fd: int, kept: bytearray, dropped: dict[int, int]) -> None:
         while True:
@@ -451,7 +535,7 @@ class Monitor:
     def _run_pids(self) -> list[int]:
         if self.run_cgroup.get("pids"):
             return self.cgroups.pids(self.run_cgroup)
-        found, frontier = [], [os.getpid()]
+        found, frontier = [], [self.spawner.pid]  # the runner, and orphans of the run
         while frontier:
             children = [c for pid in frontier for c in _children(pid)]
             found += children
@@ -460,15 +544,12 @@ class Monitor:
 
     def stop(self) -> int:
         """Kill the runner and everything it started; returns the runner's exit code."""
-        if self.rusage is not None:
+        if self.exit_code is not None:
             return self.exit_code
         self.alive = False
-        for kill in (os.killpg, os.kill):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                kill(self.pid, signal.SIGKILL)
-        _, wait_status, self.rusage = os.wait4(self.pid, 0)
-        if not self.setup["namespaces"]:  # else the PID namespace died with its first process
-            kill_orphans()
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        wait_status, self.max_rss_kb = self.spawner.reaped()  # after the run's orphans died
         self.exit_code = os.waitstatus_to_exitcode(wait_status)
         return self.exit_code
 
@@ -480,10 +561,18 @@ class Monitor:
         default_mb = self.setup["limits"]["memory_mb"]
         if self.run_cgroup and self.memory_mb != default_mb:
             self.cgroups.set_memory(self.run_cgroup, default_mb)  # what the next run expects
-        for fd in self.namespace_fds:
+        for fd in (self.out_r, self.err_r, self.status_r, self.pidfd, *self.namespace_fds):
             os.close(fd)
-        if not self.setup["mount"]:
-            remove_tree(self.workdir)
+
+
+def _pid_of(pidfd: int) -> int | None:
+    """The process id behind ``pidfd`` in this process's PID namespace (None once it exited)."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as handle:
+        for line in handle:
+            if line.startswith("Pid:"):
+                pid = int(line.split()[1])
+                return pid if pid > 0 else None
+    return None
 
 
 def kill_orphans() -> None:
@@ -555,30 +644,22 @@ def remove_tree(path: str) -> None:
         os.rmdir(path)
 
 
-def monitor_main(setup: dict, cgroups: confine.Cgroups | None) -> int:
-    """One run or session: prepare the runner, then wait for the host's request."""
-    monitor = Monitor(setup, cgroups)
-    try:
-        job = read_message(0)
-        if job is None:
-            return EXIT_EOF
-        if not monitor.ready:
-            write_message(1, {"error": monitor.startup_error(), "id": job["id"]})
-            return 0
-        monitor.start(job)
-        if not job["session"]:
-            result = monitor.execute(None, job["timeout"])
-            write_message(1, {**result, "id": job["id"]})
-            return 0
-        write_message(1, {"started": True, "id": job["id"]})
-        while monitor.alive and (request := read_message(0)) is not None:
-            if request.get("op") == "close":
-                break
-            result = monitor.execute(request["code"], request["timeout"])
-            write_message(1, {**result, "id": request["id"]})
-        return 0
-    finally:
-        monitor.close()
+def serve(monitor: Monitor, job: dict) -> None:
+    """One run, or one session until it is closed, of the host's request ``job``."""
+    if not monitor.ready:
+        write_message(1, {"error": monitor.startup_error(), "id": job["id"]})
+        return
+    monitor.start(job)
+    if not job["session"]:
+        result = monitor.execute(None, job["timeout"])
+        write_message(1, {**result, "id": job["id"]})
+        return
+    write_message(1, {"started": True, "id": job["id"]})
+    while monitor.alive and (request := read_message(0)) is not None:
+        if request.get("op") == "close":
+            break
+        result = monitor.execute(request["code"], request["timeout"])
+        write_message(1, {**result, "id": request["id"]})
 
 
 # ----------------------------------------------------------------------------- worker
@@ -690,7 +771,7 @@ def _status() -> str:
 
 
 def worker_main(config: dict) -> None:
-    """Set up once, report it, then fork one monitor per run, each ahead of its request."""
+    """Set up once, start the spawner, report; then serve each request on a ready runner."""
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     for module in config["preload"]:
         __import__(module)
@@ -699,23 +780,25 @@ def worker_main(config: dict) -> None:
     except Exception as exc:
         write_message(1, {"error": f"{type(exc).__name__}: {exc}"})
         return
-    private = ("limits", "readable", "seccomp_program", "run_cgroup", "sys_path")
-    report = {k: v for k, v in setup.items() if k not in private}
-    write_message(1, {"ready": True, "uid": os.getuid(), **report})
-    gc.freeze()  # forked monitors and runners share these objects without copying their pages
+    gc.freeze()  # the spawner and its runners share these objects without copying their pages
+    spawner = None
     try:
+        spawner = Spawner(setup)
+        private = ("limits", "readable", "seccomp_program", "run_cgroup", "sys_path")
+        report = {k: v for k, v in setup.items() if k not in private}
+        write_message(1, {"ready": True, "uid": os.getuid(), **report})
         while True:
-            pid = os.fork()
-            if pid == 0:
-                code = 1
-                try:
-                    code = monitor_main(setup, cgroups)
-                except BaseException:
-                    traceback.print_exc()
-                os._exit(code)
-            if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
-                break  # the host's pipe closed, or a monitor failed: the host starts a new worker
-    finally:
+            monitor = Monitor(setup, cgroups, spawner)  # ready before the request arrives
+            try:
+                job = read_message(0)
+                if job is None:
+                    return  # the host closed the pipe
+                serve(monitor, job)
+            finally:
+                monitor.close()
+    finally:  # a broken spawner ends the worker too: the host starts a new one
+        if spawner is not None:
+            spawner.close()
         if cgroups is not None:
             with contextlib.suppress(OSError):  # the host retries once the worker is gone
                 cgroups.remove()
