@@ -7,12 +7,14 @@ library. Process tree::
     worker (warm; own user + network namespace; the monitor: reads the host's requests,
     │       hands each to a ready runner, enforces the deadline, reports what it observed)
     └─ spawner (forked before any request; never reads one; PID 1 of a PID namespace;
-       │        forks one runner at a time, hands its pipes and pidfd to the worker,
-       │        reaps it, kills what it left behind, relays its exit status)
+       │        keeps the running runner and the next one alive, hands each one's pipes
+       │        and pidfd to the worker, reaps it, kills what it left behind, relays its
+       │        exit status)
        └─ runner (PID 1 of a new PID namespace; private mount, IPC and UTS namespaces
                   over a minimal read-only root with a tmpfs work dir; cgroup, fresh
                   keyring, Landlock, seccomp, no capabilities; all of it set up before
-                  the request arrives, so a run is a hand-off to a ready process)
+                  the request arrives (with namespaces, while the previous run is still
+                  going), so a run is a hand-off to a ready process)
 
 Each run therefore starts in a process that never ran other code, forked from one that
 never saw a request. The result is what the monitor observed (exit status or signal,
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import json
 import linecache
 import os
@@ -126,13 +129,13 @@ class Runner:
         return exit_code, exited
 
 
-def confine_runner(setup: dict, workdir: str) -> int:
+def confine_runner(setup: dict, workdir: str, run_cgroup: dict) -> int:
     """Everything that confines the runner, before any request is read (in this order).
 
     Returns how many processes already count against this user's RLIMIT_NPROC.
     """
-    if setup["run_cgroup"]:
-        confine.join(setup["run_cgroup"])
+    if run_cgroup:
+        confine.join(run_cgroup)
     if setup["mount"]:
         limits = setup["limits"]
         confine.enter_root(limits["work_dir_mb"], limits["work_dir_files"])
@@ -144,7 +147,9 @@ def confine_runner(setup: dict, workdir: str) -> int:
         os.setgroups([])
         os.setresgid(NOBODY, NOBODY, NOBODY)
         os.setresuid(NOBODY, NOBODY, NOBODY)
-    existing = 3 if setup["namespaces"] else _count_own_processes()  # before /proc is hidden
+    # With a user namespace: the worker, the spawner and the live runners; else this uid's
+    # processes, counted before /proc is hidden.
+    existing = 2 + setup["live_runners"] if setup["namespaces"] else _count_own_processes()
     confine.prctl(confine.PR_SET_NO_NEW_PRIVS, 1)
     if setup["landlock_abi"]:
         readable = ["/"] if setup["mount"] else setup["readable"]
@@ -163,7 +168,7 @@ def _block_sockets_hook(event: str, args: tuple) -> None:
         raise PermissionError(f"network access is disabled in this sandbox ({event})")
 
 
-def runner_main(setup: dict, workdir: str, fds: list[int]) -> None:
+def runner_main(setup: dict, workdir: str, run_cgroup: dict, fds: list[int]) -> None:
     """Body of the runner: confine, wait for the request, then run it or serve a session.
 
     ``fds`` are stdout, stderr, requests and cell statuses; they become fds 1 to 4.
@@ -176,7 +181,7 @@ def runner_main(setup: dict, workdir: str, fds: list[int]) -> None:
     for target in range(len(fds) + 1):
         os.dup2(target + 100, target)
     os.closerange(len(fds) + 1, 1 << 16)
-    existing_processes = confine_runner(setup, workdir)
+    existing_processes = confine_runner(setup, workdir, run_cgroup)
     sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     inherited = dict(os.environ)  # the worker's: the environment runs usually ask for
@@ -275,17 +280,20 @@ def _count_own_processes() -> int:
 
 
 class Spawner:
-    """The worker's child that forks the runners, one at a time, and reaps them.
+    """The worker's child that forks the runners and reaps them.
 
     It never reads a request, so a runner forked from it inherits nothing of earlier runs.
-    It hands each new runner's pipe ends and pidfd to the worker (``SCM_RIGHTS`` over a
-    socket pair), waits for the runner to exit, kills what the run left behind and reports
-    the exit status. With namespaces it is PID 1 of a PID namespace of the worker's user
-    namespace, which lets it give each runner a PID namespace of its own (``unshare``
-    before the fork, ``setns`` back after) without an intermediate process.
+    It keeps ``setup["live_runners"]`` runners alive (with PID namespaces two: the one
+    running and the next, confined and waiting, in a cgroup slot of its own), hands each
+    new runner's pipe ends and pidfd to the worker (``SCM_RIGHTS`` over a socket pair),
+    reaps runners as they exit, kills what a run left behind and reports the exit status.
+    With namespaces it is PID 1 of a PID namespace of the worker's user namespace, which
+    lets it give each runner a PID namespace of its own (``unshare`` before the fork,
+    ``setns`` back after) without an intermediate process.
     """
 
-    STATUS = struct.Struct("=iq")  # wait status, peak RSS in KiB
+    HANDED = struct.Struct("=cqq")  # b"R", runner number, cgroup slot; fds attached
+    REAPED = struct.Struct("=cqiq")  # b"S", runner number, wait status, peak RSS in KiB
     FDS = 5  # stdout, stderr, requests, statuses, pidfd
 
     def __init__(self, setup: dict) -> None:
@@ -304,72 +312,109 @@ class Spawner:
                     os.write(2, traceback.format_exc().encode())
             os._exit(code)
         child_end.close()
+        self.handed: list[tuple[int, int, list[int]]] = []
+        self.statuses: dict[int, tuple[int, int]] = {}
 
-    def next_runner(self) -> list[int]:
-        """The parent ends of the next runner's pipes and its pidfd (blocks until forked)."""
-        message, fds, _, _ = socket.recv_fds(self.channel, 16, self.FDS)
-        if not message or len(fds) != self.FDS:
-            raise OSError("the sandbox spawner exited")
-        return fds
+    def next_runner(self) -> tuple[int, int, list[int]]:
+        """The next runner: its number, cgroup slot, and the parent ends of its pipes and
+        its pidfd (blocks until it is forked)."""
+        while not self.handed:
+            self._receive()
+        return self.handed.pop(0)
 
-    def reaped(self) -> tuple[int, int]:
-        """The current runner's wait status and peak RSS (KiB), once the spawner reaped it."""
-        message = self.channel.recv(self.STATUS.size)
-        if len(message) != self.STATUS.size:
+    def reaped(self, number: int) -> tuple[int, int]:
+        """Runner ``number``'s wait status and peak RSS (KiB), once the spawner reaped it."""
+        while number not in self.statuses:
+            self._receive()
+        return self.statuses.pop(number)
+
+    def _receive(self) -> None:
+        message, fds, _, _ = socket.recv_fds(self.channel, 64, self.FDS)
+        if message[:1] == b"R" and len(fds) == self.FDS:
+            _, number, slot = self.HANDED.unpack(message)
+            self.handed.append((number, slot, fds))
+        elif message[:1] == b"S" and not fds:
+            _, number, wait_status, max_rss_kb = self.REAPED.unpack(message)
+            self.statuses[number] = (wait_status, max_rss_kb)
+        else:
             raise OSError("the sandbox spawner exited")
-        return self.STATUS.unpack(message)
 
     def close(self) -> None:
         self.channel.close()
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         os.waitpid(self.pid, 0)
+        for _, _, fds in self.handed:
+            for fd in fds:
+                os.close(fd)
 
 
 def spawn_runners(setup: dict, channel: socket.socket) -> None:
-    """The spawner's loop: fork a runner, hand it over, reap it, report; until the worker
-    is gone."""
+    """The spawner's loop: keep the live runners forked and handed over, reap and report
+    each as it exits; until the worker is gone."""
     confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
     confine.prctl(confine.PR_SET_CHILD_SUBREAPER, 1)  # orphans of a run come back here
     own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY) if setup["namespaces"] else -1
+    live: dict[int, tuple[int, int, str]] = {}  # pid -> runner number, cgroup slot, work dir
+    numbers = itertools.count()
     while True:
-        workdir = "/tmp" if setup["mount"] else _host_workdir(setup)
-        (out_r, out_w), (err_r, err_w), (requests_r, requests_w), (status_r, status_w) = (
-            os.pipe() for _ in range(4)
-        )
-        if setup["namespaces"]:
-            confine.unshare(confine.CLONE_NEWPID)
-        pid = os.fork()
-        if pid == 0:
-            try:
-                runner_main(setup, workdir, [out_w, err_w, requests_r, status_w])
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.write(2, traceback.format_exc().encode())
-            os._exit(125)
-        if setup["namespaces"]:
-            confine.setns(own_pid_namespace, confine.CLONE_NEWPID)
-        handed = [out_r, err_r, requests_w, status_r, os.pidfd_open(pid)]
-        try:
-            socket.send_fds(channel, [b"runner"], handed)
-        except OSError:  # the worker is gone
-            os.kill(pid, signal.SIGKILL)
-        for fd in (*handed, out_w, err_w, requests_r, status_w):
-            os.close(fd)
-        if not setup["namespaces"]:  # else the PID namespace died with its first process
+        while len(live) < setup["live_runners"]:
+            slot = min(set(range(setup["live_runners"])) - {s for _, s, _ in live.values()})
+            workdir = "/tmp" if setup["mount"] else _host_workdir(setup)
+            number = next(numbers)
+            live[_fork_runner(setup, slot, workdir, number, channel, own_pid_namespace)] = (
+                number,
+                slot,
+                workdir,
+            )
+        if setup["namespaces"]:  # the orphans of a run die with its PID namespace
+            pid, wait_status, rusage = os.wait4(-1, 0)
+        else:  # one live runner; its group and orphans are killed before the next is forked
+            (pid,) = live
             os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # a zombie holds its group id
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-        _, wait_status, rusage = os.wait4(pid, 0)
-        if not setup["namespaces"]:
+            _, wait_status, rusage = os.wait4(pid, 0)
             kill_orphans()
+        number, _, workdir = live.pop(pid)
         try:
-            channel.send(Spawner.STATUS.pack(wait_status, rusage.ru_maxrss))
+            channel.send(Spawner.REAPED.pack(b"S", number, wait_status, rusage.ru_maxrss))
         except OSError:
             return
         finally:
             if not setup["mount"]:
                 remove_tree(workdir)
+
+
+def _fork_runner(
+    setup: dict, slot: int, workdir: str, number: int, channel: socket.socket, pid_ns: int
+) -> int:
+    """Fork a runner into its own PID namespace and hand it to the worker; its pid."""
+    (out_r, out_w), (err_r, err_w), (requests_r, requests_w), (status_r, status_w) = (
+        os.pipe() for _ in range(4)
+    )
+    if setup["namespaces"]:
+        confine.unshare(confine.CLONE_NEWPID)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            runner_main(
+                setup, workdir, setup["run_cgroups"][slot], [out_w, err_w, requests_r, status_w]
+            )
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.write(2, traceback.format_exc().encode())
+        os._exit(125)
+    if setup["namespaces"]:
+        confine.setns(pid_ns, confine.CLONE_NEWPID)
+    handed = [out_r, err_r, requests_w, status_r, os.pidfd_open(pid)]
+    try:
+        socket.send_fds(channel, [Spawner.HANDED.pack(b"R", number, slot)], handed)
+    except OSError:  # the worker is gone
+        os.kill(pid, signal.SIGKILL)
+    for fd in (*handed, out_w, err_w, requests_r, status_w):
+        os.close(fd)
+    return pid
 
 
 def _host_workdir(setup: dict) -> str:
@@ -391,9 +436,10 @@ class Monitor:
         self.cgroups = cgroups
         self.spawner = spawner
         limits = setup["limits"]
-        self.run_cgroup = setup["run_cgroup"]
+        self.number, slot, fds = spawner.next_runner()
+        self.out_r, self.err_r, self.requests_w, self.status_r, self.pidfd = fds
+        self.run_cgroup = setup["run_cgroups"][slot]
         self.oom_kills = cgroups.oom_kills(self.run_cgroup) if self.run_cgroup else 0
-        self.out_r, self.err_r, self.requests_w, self.status_r, self.pidfd = spawner.next_runner()
         self.ready = read_message(self.status_r) is not None
         pid = _pid_of(self.pidfd) if setup["mount"] and self.ready else None
         self.namespace_fds = [
@@ -407,6 +453,7 @@ class Monitor:
         self.max_rss_kb = 0
         self.cap = limits["max_output_bytes"]
         self.memory_mb = limits["memory_mb"]
+
     def startup_error(self) -> str:
         """Why the runner died before it was ready (the last line of its traceback)."""
         self.stop()
@@ -549,7 +596,7 @@ class Monitor:
         self.alive = False
         with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-        wait_status, self.max_rss_kb = self.spawner.reaped()  # after the run's orphans died
+        wait_status, self.max_rss_kb = self.spawner.reaped(self.number)  # orphans died first
         self.exit_code = os.waitstatus_to_exitcode(wait_status)
         return self.exit_code
 
@@ -742,11 +789,13 @@ def _set_up_mechanisms(config: dict, cgroups: confine.Cgroups | None) -> dict:
     setup["cgroup_pids"] = cgroups is not None and "pids" in cgroups.dirs
     setup["cgroups"] = list(cgroups.dirs.values()) if cgroups is not None else []
     limits = config["limits"]
-    setup["run_cgroup"] = (
-        cgroups.create_run("run", limits["memory_mb"], limits["max_processes"] + 1)
+    setup["live_runners"] = 2 if setup["namespaces"] else 1  # running, and the next one
+    setup["run_cgroups"] = [
+        cgroups.create_run(f"run-{slot}", limits["memory_mb"], limits["max_processes"] + 1)
         if cgroups is not None and cgroups.dirs
         else {}
-    )
+        for slot in range(setup["live_runners"])
+    ]
     setup["sys_path"] = [p for p in sys.path if _readable(p, setup)]  # what a run may import
     setup["base_dir"] = None if setup["mount"] else tempfile.mkdtemp(prefix="palaestra-sandbox-")
     if setup["uid_drop"]:
@@ -784,7 +833,7 @@ def worker_main(config: dict) -> None:
     spawner = None
     try:
         spawner = Spawner(setup)
-        private = ("limits", "readable", "seccomp_program", "run_cgroup", "sys_path")
+        private = ("limits", "readable", "seccomp_program", "run_cgroups", "sys_path")
         report = {k: v for k, v in setup.items() if k not in private}
         write_message(1, {"ready": True, "uid": os.getuid(), **report})
         while True:

@@ -17,15 +17,33 @@ from tests.sandboxes.conftest import descendants
 
 
 def assert_nothing_left(box: LocalSandbox) -> None:
-    """No process of a finished run is left: below each warm interpreter there is at most
-    the monitor and runner prepared for its next run (a chain of two, the runner childless)."""
+    """No process of a finished run is left: below each warm interpreter there is only the
+    spawner and the runners it prepared for the next runs (at most two, each childless)."""
+
+    def prepared_only(worker: int) -> bool:
+        below = descendants(worker)
+        spawners = [pid for pid in below if _parent(pid) == worker]
+        runners = [pid for pid in below if pid not in spawners]
+        return (
+            len(spawners) <= 1
+            and len(runners) <= 2
+            and all(_parent(pid) in spawners for pid in runners)
+        )
+
     deadline = time.monotonic() + 3
-    while True:
-        left = [descendants(worker) for worker in box.worker_pids()]
-        if all(len(below) <= 2 for below in left) or time.monotonic() > deadline:
-            break
+    while not all(prepared_only(w) for w in box.worker_pids()) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert all(len(below) <= 2 for below in left), left
+    assert all(prepared_only(w) for w in box.worker_pids()), [
+        descendants(w) for w in box.worker_pids()
+    ]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def test_infinite_loop_times_out(any_sandbox: LocalSandbox) -> None:
