@@ -319,16 +319,21 @@ class Spawner:
         """The next runner: its number, cgroup slot, and the parent ends of its pipes and
         its pidfd (blocks until it is forked)."""
         while not self.handed:
-            self._receive()
+            self.receive()
         return self.handed.pop(0)
 
     def reaped(self, number: int) -> tuple[int, int]:
         """Runner ``number``'s wait status and peak RSS (KiB), once the spawner reaped it."""
         while number not in self.statuses:
-            self._receive()
+            self.receive()
         return self.statuses.pop(number)
 
-    def _receive(self) -> None:
+    def fileno(self) -> int:
+        """Readable when the spawner has a message (for ``select``)."""
+        return self.channel.fileno()
+
+    def receive(self) -> None:
+        """Take the next message: a runner handed over, or one reaped."""
         message, fds, _, _ = socket.recv_fds(self.channel, 64, self.FDS)
         if message[:1] == b"R" and len(fds) == self.FDS:
             _, number, slot = self.HANDED.unpack(message)
@@ -483,19 +488,21 @@ class Monitor:
         dropped = {self.out_r: 0, self.err_r: 0}
         deadline = started + timeout
         status, timed_out = None, False
+        watched = [self.out_r, self.err_r, self.spawner] + ([self.status_r] if code else [])
         while status is None and self.alive:
             left = deadline - time.perf_counter()
             if left <= 0:
                 timed_out = True
                 break
-            watched = [self.out_r, self.err_r, self.pidfd] + ([self.status_r] if code else [])
             for fd in select.select(watched, [], [], left)[0]:
                 if fd in output:
-                    self._drain(fd, output[fd], dropped)
+                    if self._drain(fd, output[fd], dropped):
+                        watched.remove(fd)  # closed by the run: no busy loop on end of file
                 elif fd == self.status_r:
                     status = self._read_status(nonce)
-                else:
-                    self.alive = False
+                else:  # the spawner reports exits: one wake-up, not one per pidfd and status
+                    self.spawner.receive()
+                    self.alive = self.number not in self.spawner.statuses
         duration = time.perf_counter() - started
         exit_code = None
         if timed_out or code is None or status is None or status["exited"]:
@@ -524,14 +531,15 @@ class Monitor:
             return False
         return self.max_rss_kb * 1024 >= RSS_ESTIMATE_SHARE * (self.memory_mb << 20)
 
-    def _drain(self, fd: int, kept: bytearray, dropped: dict[int, int]) -> None:
+    def _drain(self, fd: int, kept: bytearray, dropped: dict[int, int]) -> bool:
+        """Read what ``fd`` holds into ``kept`` (up to the cap); True at end of file."""
         while True:
             try:
                 chunk = os.read(fd, READ_CHUNK)
             except BlockingIOError:
-                return
+                return False
             if not chunk:
-                return
+                return True
             room = self.cap - len(kept)
             if room > 0:
                 kept += chunk[:room]
@@ -539,9 +547,15 @@ class Monitor:
 
     def _read_status(self, nonce: str) -> dict | None:
         """The runner's status of the current cell; messages of other cells are dropped and
-        a malformed one ends the session."""
-        with contextlib.suppress(BlockingIOError):
-            self.status_buffer += os.read(self.status_r, READ_CHUNK)
+        a malformed one, or the pipe closed, ends the session."""
+        try:
+            chunk = os.read(self.status_r, READ_CHUNK)
+        except BlockingIOError:
+            chunk = None
+        if chunk == b"":
+            self.stop()
+            return None
+        self.status_buffer += chunk or b""
         while len(self.status_buffer) >= 4:
             size = struct.unpack(">I", self.status_buffer[:4])[0]
             if len(self.status_buffer) < 4 + size:

@@ -239,6 +239,27 @@ def test_closing_stdout_is_reported(any_sandbox: LocalSandbox) -> None:
     assert any_sandbox.run("print('ok')").stdout == "ok\n"
 
 
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_closed_pipes_cost_the_worker_no_cpu(sandbox: LocalSandbox) -> None:
+    """A run that closes its output and then waits (or a session cell that closes its status
+    pipe) must not turn the worker's wait into a busy loop on end of file."""
+    sandbox.warm()
+    before = sum(_cpu_seconds(pid) for pid in sandbox.worker_pids())
+    result = sandbox.run("import os, time\nos.close(1)\nos.close(2)\ntime.sleep(0.6)")
+    assert result.ok and result.duration >= 0.6
+    assert sum(_cpu_seconds(pid) for pid in sandbox.worker_pids()) - before < 0.2
+    with sandbox.session() as repl:
+        started = time.monotonic()
+        cell = repl.run("import os, time\nos.close(4)\ntime.sleep(5)", timeout=10)
+        assert time.monotonic() - started < 2 and not cell.ok  # the session ended at once
+        assert "restarted" in repl.run("print(1)").stderr
+
+
 def test_work_dir_is_private_and_removed(any_sandbox: LocalSandbox) -> None:
     result = any_sandbox.run(
         "import os\nopen('data.bin', 'wb').write(b'1' * 1000)\nprint(os.getcwd())"
