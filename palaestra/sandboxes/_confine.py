@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import platform
 import site
@@ -324,11 +325,12 @@ METADATA_SYSCALLS = {
     "utime": 132, "utimes": 235, "futimesat": 261, "utimensat": 280,
 }  # fmt: skip
 """Denied too where no read-only mount view protects files outside the work dir."""
-_SYS_SOCKET, _SYS_CLONE, _SYS_CLONE3 = 41, 56, 435
+_SYS_SOCKET, _SYS_CLONE, _SYS_CLONE3, _SYS_EXIT_GROUP = 41, 56, 435, 231
+_SYS_SECCOMP, _SYS_PIDFD_GETFD = 317, 438
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _NAMESPACE_FLAGS = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID
 _NAMESPACE_FLAGS |= CLONE_NEWNET | CLONE_NEWCGROUP
-_RET_ALLOW, _RET_KILL, _RET_ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
+_RET_ALLOW, _RET_KILL, _RET_ERRNO, _RET_USER_NOTIF = 0x7FFF0000, 0x80000000, 0x00050000, 0x7FC00000
 _LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 
 
@@ -337,13 +339,16 @@ def seccomp_supported() -> bool:
     return X86_64
 
 
-def seccomp_filter(*, unix_sockets: bool, metadata: bool) -> bytes:
+def seccomp_filter(*, unix_sockets: bool, metadata: bool, exit_notices: bool = False) -> bytes:
     """A classic-BPF seccomp program (``struct sock_filter[]``) for x86_64.
 
     Denies (EPERM) :data:`DENIED_SYSCALLS`, the x32 ABI, ``clone`` with namespace flags
     and every ``socket()`` but ``AF_UNIX`` (none at all unless ``unix_sockets``);
     ``clone3`` answers ENOSYS so that libc falls back to the checked ``clone``; with
     ``metadata`` False also :data:`METADATA_SYSCALLS`. Any other architecture is killed.
+    With ``exit_notices``, ``exit_group`` waits for the supervisor holding the filter's
+    listener (:func:`receive_notice`), which learns the exit status before the kernel
+    tears the process down; without a listener it fails and libc falls back to ``exit``.
     """
     denied = list(DENIED_SYSCALLS.values()) + ([] if metadata else list(METADATA_SYSCALLS.values()))
     # (code, jt label, jf label, k); labels are names resolved to relative offsets below.
@@ -357,6 +362,7 @@ def seccomp_filter(*, unix_sockets: bool, metadata: bool) -> bytes:
         (_JEQ, "socket", 0, _SYS_SOCKET),
         (_JEQ, "clone", 0, _SYS_CLONE),
         (_JEQ, "nosys", 0, _SYS_CLONE3),
+        *([(_JEQ, "notify", 0, _SYS_EXIT_GROUP)] if exit_notices else []),
         (_RET, 0, 0, _RET_ALLOW),
     ]
     labels = {"socket": len(program)}
@@ -366,6 +372,8 @@ def seccomp_filter(*, unix_sockets: bool, metadata: bool) -> bytes:
     program += [(_LD_ABS, 0, 0, 16), (_JSET, "deny", 0, _NAMESPACE_FLAGS), (_RET, 0, 0, _RET_ALLOW)]
     labels["nosys"] = len(program)
     program.append((_RET, 0, 0, _RET_ERRNO | errno.ENOSYS))
+    labels["notify"] = len(program)
+    program.append((_RET, 0, 0, _RET_USER_NOTIF))
     labels["deny"] = len(program)
     program.append((_RET, 0, 0, _RET_ERRNO | errno.EPERM))
     encoded = b""
@@ -376,16 +384,57 @@ def seccomp_filter(*, unix_sockets: bool, metadata: bool) -> bytes:
     return encoded
 
 
-def apply_seccomp(program: bytes) -> None:
-    """Install ``program`` for this process and every process it starts (irrevocable)."""
+def apply_seccomp(program: bytes, *, listener: bool = False) -> int | None:
+    """Install ``program`` for this process and every process it starts (irrevocable);
+    with ``listener``, returns the fd of its user-notification listener."""
 
     class _SockFprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
 
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     fprog = _SockFprog(len(program) // 8, program)
+    if listener:
+        set_mode_filter, new_listener = 1, 1 << 3
+        return _check(
+            _libc.syscall(_SYS_SECCOMP, set_mode_filter, new_listener, ctypes.byref(fprog)),
+            "seccomp",
+        )
     seccomp_mode_filter = 2
     _check(_libc.prctl(PR_SET_SECCOMP, seccomp_mode_filter, ctypes.byref(fprog), 0, 0), "seccomp")
+    return None
+
+
+def exit_notices_supported() -> bool:
+    """Whether the kernel lets a supervisor take a listener from another process and let a
+    notified system call continue (Linux >= 5.6)."""
+    try:
+        major, minor = platform.release().split("-")[0].split(".")[:2]
+        return X86_64 and (int(major), int(minor)) >= (5, 6)
+    except ValueError:
+        return False
+
+
+def pidfd_getfd(pidfd: int, target_fd: int) -> int:
+    """A duplicate of the process's ``target_fd`` (needs ptrace rights over it)."""
+    return _check(_libc.syscall(_SYS_PIDFD_GETFD, pidfd, target_fd, 0), "pidfd_getfd")
+
+
+_NOTIF = struct.Struct("=QIIiIQ6Q")  # struct seccomp_notif: id, pid, flags, seccomp_data
+_NOTIF_RESP = struct.Struct("=QqiI")  # struct seccomp_notif_resp: id, val, error, flags
+_IOCTL_NOTIF_RECV = 0xC0000000 | _NOTIF.size << 16 | 0x2100
+_IOCTL_NOTIF_SEND = 0xC0000000 | _NOTIF_RESP.size << 16 | 0x2101
+
+
+def receive_notice(listener: int) -> tuple[int, int, int]:
+    """The next notified system call (pid as seen here, number, first argument), which is
+    let continue at once. Raises ``OSError`` if its process died meanwhile."""
+    buffer = bytearray(_NOTIF.size)  # the kernel wants it zeroed
+    fcntl.ioctl(listener, _IOCTL_NOTIF_RECV, buffer)
+    notice_id, pid, _, number, _, _, first, *_ = _NOTIF.unpack(buffer)
+    continue_flag = 1
+    with contextlib.suppress(OSError):  # the process was killed while it waited
+        fcntl.ioctl(listener, _IOCTL_NOTIF_SEND, _NOTIF_RESP.pack(notice_id, 0, 0, continue_flag))
+    return pid, number, first
 
 
 # ----------------------------------------------------------------------------- cgroups

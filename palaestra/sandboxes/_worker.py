@@ -129,10 +129,11 @@ class Runner:
         return exit_code, exited
 
 
-def confine_runner(setup: dict, workdir: str, run_cgroup: dict) -> int:
+def confine_runner(setup: dict, workdir: str, run_cgroup: dict) -> tuple[int, int | None]:
     """Everything that confines the runner, before any request is read (in this order).
 
-    Returns how many processes already count against this user's RLIMIT_NPROC.
+    Returns how many processes already count against this user's RLIMIT_NPROC, and the
+    seccomp listener of exit notices (None without them).
     """
     if run_cgroup:
         confine.join(run_cgroup)
@@ -156,11 +157,12 @@ def confine_runner(setup: dict, workdir: str, run_cgroup: dict) -> int:
         confine.apply_landlock(setup["landlock_abi"], [workdir], readable)
     if setup["namespaces"]:
         confine.drop_capabilities()
+    listener = None
     if setup["seccomp"]:
-        confine.apply_seccomp(setup["seccomp_program"])
+        listener = confine.apply_seccomp(setup["seccomp_program"], listener=setup["exit_notices"])
     if not setup["network_isolated"]:
         sys.addaudithook(_block_sockets_hook)
-    return existing
+    return existing, listener
 
 
 def _block_sockets_hook(event: str, args: tuple) -> None:
@@ -181,7 +183,7 @@ def runner_main(setup: dict, workdir: str, run_cgroup: dict, fds: list[int]) -> 
     for target in range(len(fds) + 1):
         os.dup2(target + 100, target)
     os.closerange(len(fds) + 1, 1 << 16)
-    existing_processes = confine_runner(setup, workdir, run_cgroup)
+    existing_processes, listener = confine_runner(setup, workdir, run_cgroup)
     sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     inherited = dict(os.environ)  # the worker's: the environment runs usually ask for
@@ -189,8 +191,10 @@ def runner_main(setup: dict, workdir: str, run_cgroup: dict, fds: list[int]) -> 
     sys.argv = ["<sandbox>"]
     sys.path[:] = [workdir, *setup["sys_path"]]
     _warm_up()
-    write_message(4, {"ready": True})
+    write_message(4, {"ready": True, "listener": listener})
     job = read_message(3)
+    if listener is not None:
+        os.close(listener)  # the worker took its copy before sending the request
     if job is None:
         os._exit(0)
     _write_inputs(job)
@@ -314,6 +318,7 @@ class Spawner:
         child_end.close()
         self.handed: list[tuple[int, int, list[int]]] = []
         self.statuses: dict[int, tuple[int, int]] = {}
+        self.forgotten: set[int] = set()
 
     def next_runner(self) -> tuple[int, int, list[int]]:
         """The next runner: its number, cgroup slot, and the parent ends of its pipes and
@@ -328,6 +333,11 @@ class Spawner:
             self.receive()
         return self.statuses.pop(number)
 
+    def forget(self, number: int) -> None:
+        """Drop runner ``number``'s status, now or when it comes (its run was reported)."""
+        if self.statuses.pop(number, None) is None:
+            self.forgotten.add(number)
+
     def fileno(self) -> int:
         """Readable when the spawner has a message (for ``select``)."""
         return self.channel.fileno()
@@ -340,7 +350,10 @@ class Spawner:
             self.handed.append((number, slot, fds))
         elif message[:1] == b"S" and not fds:
             _, number, wait_status, max_rss_kb = self.REAPED.unpack(message)
-            self.statuses[number] = (wait_status, max_rss_kb)
+            if number in self.forgotten:
+                self.forgotten.discard(number)
+            else:
+                self.statuses[number] = (wait_status, max_rss_kb)
         else:
             raise OSError("the sandbox spawner exited")
 
@@ -445,11 +458,18 @@ class Monitor:
         self.out_r, self.err_r, self.requests_w, self.status_r, self.pidfd = fds
         self.run_cgroup = setup["run_cgroups"][slot]
         self.oom_kills = cgroups.oom_kills(self.run_cgroup) if self.run_cgroup else 0
-        self.ready = read_message(self.status_r) is not None
-        pid = _pid_of(self.pidfd) if setup["mount"] and self.ready else None
+        ready = read_message(self.status_r)
+        self.ready = ready is not None
+        self.runner_pid = _pid_of(self.pidfd) if self.ready else None
         self.namespace_fds = [
-            os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY) for kind in ("mnt", "ipc") if pid
+            os.open(f"/proc/{self.runner_pid}/ns/{kind}", os.O_RDONLY)
+            for kind in (("mnt", "ipc") if setup["mount"] and self.runner_pid else ())
         ]  # held until after the reply, so the namespaces are torn down off the critical path
+        self.listener = None  # exit notices: the exit status before the runner's teardown
+        if self.runner_pid and ready.get("listener") is not None:
+            with contextlib.suppress(OSError):  # without ptrace rights: no notices
+                self.listener = confine.pidfd_getfd(self.pidfd, ready["listener"])
+        self.exit_noticed = False
         for fd in (self.out_r, self.err_r, self.status_r):
             os.set_blocking(fd, False)
         self.status_buffer = b""
@@ -488,7 +508,8 @@ class Monitor:
         dropped = {self.out_r: 0, self.err_r: 0}
         deadline = started + timeout
         status, timed_out = None, False
-        watched = [self.out_r, self.err_r, self.spawner] + ([self.status_r] if code else [])
+        watched = [self.out_r, self.err_r, self.spawner]
+        watched += [fd for fd in (self.status_r if code else None, self.listener) if fd is not None]
         while status is None and self.alive:
             left = deadline - time.perf_counter()
             if left <= 0:
@@ -500,6 +521,8 @@ class Monitor:
                         watched.remove(fd)  # closed by the run: no busy loop on end of file
                 elif fd == self.status_r:
                     status = self._read_status(nonce)
+                elif fd == self.listener:
+                    self._take_exit_notice()
                 else:  # the spawner reports exits: one wake-up, not one per pidfd and status
                     self.spawner.receive()
                     self.alive = self.number not in self.spawner.statuses
@@ -523,6 +546,18 @@ class Monitor:
             "truncated": any(dropped.values()),
             "session_alive": self.alive,
         }
+
+    def _take_exit_notice(self) -> None:
+        """Let a process of the run go on exiting; the runner's own exit ends the run, with
+        the status it exits with (the teardown of its memory happens after the reply)."""
+        try:
+            pid, _, status = confine.receive_notice(self.listener)
+        except OSError:  # it was killed while it waited
+            return
+        if pid == self.runner_pid:
+            self.alive = False
+            self.exit_code = status & 0xFF
+            self.exit_noticed = True
 
     def _memory_exceeded(self, exit_code: int | None) -> bool:
         if self.run_cgroup.get("memory"):
@@ -608,6 +643,9 @@ class Monitor:
         if self.exit_code is not None:
             return self.exit_code
         self.alive = False
+        if not self.setup["namespaces"] and self.runner_pid:  # its whole group, at once
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.runner_pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
         wait_status, self.max_rss_kb = self.spawner.reaped(self.number)  # orphans died first
@@ -618,11 +656,24 @@ class Monitor:
         """End the run: no process, cgroup or file of it is left afterwards."""
         with contextlib.suppress(OSError):
             os.close(self.requests_w)
-        self.stop()
+        if self.exit_noticed:  # exiting already; reaped by the spawner while the next run goes
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)  # even if the exit stalls
+            self.spawner.forget(self.number)
+        else:
+            self.stop()
         default_mb = self.setup["limits"]["memory_mb"]
         if self.run_cgroup and self.memory_mb != default_mb:
             self.cgroups.set_memory(self.run_cgroup, default_mb)  # what the next run expects
-        for fd in (self.out_r, self.err_r, self.status_r, self.pidfd, *self.namespace_fds):
+        listener = [self.listener] if self.listener is not None else []
+        for fd in (
+            self.out_r,
+            self.err_r,
+            self.status_r,
+            self.pidfd,
+            *listener,
+            *self.namespace_fds,
+        ):
             os.close(fd)
 
 
@@ -644,6 +695,8 @@ def kill_orphans() -> None:
                 os.kill(pid, signal.SIGKILL)
         try:
             os.waitpid(-1, 0)
+            while os.waitpid(-1, os.WNOHANG)[0]:  # reap every dead one before listing again
+                pass
         except ChildProcessError:
             return
 
@@ -767,6 +820,7 @@ def set_up(config: dict) -> tuple[dict, confine.Cgroups | None]:
 def _set_up_mechanisms(config: dict, cgroups: confine.Cgroups | None) -> dict:
     host_root = os.geteuid() == 0
     setup = {"namespaces": False, "mount": False, "landlock_abi": 0, "seccomp": False}
+    setup["exit_notices"] = False
     setup.update(limits=config["limits"], readable=confine.readable_paths(config["readable"]))
     if config["namespaces"] is not False:
         try:
@@ -787,7 +841,20 @@ def _set_up_mechanisms(config: dict, cgroups: confine.Cgroups | None) -> dict:
         setup["seccomp"] = confine.seccomp_supported() and "Seccomp:" in _status()
         if config["seccomp"] and not setup["seccomp"]:
             raise OSError("no seccomp filter for this kernel or architecture")
-        program = confine.seccomp_filter(unix_sockets=setup["mount"], metadata=setup["mount"])
+        # Exit notices: the worker learns a runner's exit status before the kernel tears the
+        # runner down; with PID namespaces only (without, orphans are killed after the exit).
+        setup["exit_notices"] = (
+            setup["seccomp"]
+            and setup["namespaces"]
+            and cgroups is not None
+            and "memory" in cgroups.dirs  # the memory verdict must not need the runner's rusage
+            and confine.exit_notices_supported()
+        )
+        program = confine.seccomp_filter(
+            unix_sockets=setup["mount"],
+            metadata=setup["mount"],
+            exit_notices=setup["exit_notices"],
+        )
         setup["seccomp_program"] = program if setup["seccomp"] else None
     filesystem = setup["mount"] or setup["landlock_abi"]
     if host_root and not filesystem and not config["allow_unconfined_root"]:

@@ -34,9 +34,9 @@ DEFAULT_IMAGE = "python:3.12-slim"
 CONTAINER_PATH = "/usr/local/bin:/usr/bin:/bin"
 WORK_DIR = "/tmp"
 WORKER_MEMORY_MB = 64
-"""Memory the worker and the run's monitor need beside the run itself."""
+"""Memory the worker and its spawner need beside the run itself."""
 WORKER_PROCESSES = 8
-"""Processes beside the run's own: the init, ``sleep``, the worker, the monitor, exec shims."""
+"""Processes beside the run's own: the init, ``sleep``, the worker, its spawner, exec shims."""
 LABEL = "palaestra.sandbox"
 STARTUP_SECONDS = 60.0
 _STDOUT = 1

@@ -148,6 +148,9 @@ class WarmPool(Generic[T]):
         self._discard = discard
         self._owner = owner
         self._idle: list[T] = []
+        self.latest_first = False
+        """Hand out the most recently released item (warm caches) instead of the longest
+        idle one; for items that are ready again as soon as they are released."""
         self._live = 0
         self._closed = False
         self._available = threading.Condition()
@@ -157,8 +160,8 @@ class WarmPool(Generic[T]):
             while True:
                 if self._closed:
                     raise RuntimeError(f"this {self._owner} is closed; create a new one")
-                if self._idle:  # the longest idle first: its next runner is ready
-                    return self._idle.pop(0)
+                if self._idle:
+                    return self._idle.pop() if self.latest_first else self._idle.pop(0)
                 if self._live < self.size or overflow:
                     self._live += 1
                     break
@@ -240,6 +243,8 @@ class WorkerPoolSandbox(SandboxBase, ABC):
         worker = self._start_worker()
         if self._report is None:
             self._report = worker.report
+            # A worker that confines its next runner during a run is ready on release.
+            self._pool.latest_first = worker.report.get("live_runners", 1) > 1
             self._first_worker_started(worker.report)
         return worker
 

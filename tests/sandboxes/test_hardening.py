@@ -230,6 +230,32 @@ def test_the_result_cannot_be_forged(any_sandbox: LocalSandbox) -> None:
     assert not result.memory_exceeded and not result.timed_out
 
 
+def test_only_the_runner_own_exit_ends_the_run(any_sandbox: LocalSandbox) -> None:
+    """The exit status is the runner's: a child or a thread that exits with 0 first does not
+    end the run early or decide its status, and no descriptor of the sandbox's plumbing
+    (requests, statuses, the exit-notice listener) is left open to the code."""
+    child_exits_first = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os._exit(0)\n"
+        "os.wait()\n"
+        "time.sleep(0.2)\n"
+        "print('after the child', flush=True)\n"
+        "raise SystemExit(3)\n"
+    )
+    result = any_sandbox.run(child_exits_first)
+    assert (result.exit_code, result.stdout) == (3, "after the child\n"), result
+    thread_exits = "import os, threading\nthreading.Thread(target=os._exit, args=(5,)).start()\n"
+    thread_exits += "import time\ntime.sleep(5)\n"
+    result = any_sandbox.run(thread_exits, timeout=3)
+    assert result.exit_code == 5 and not result.timed_out, result
+    result = any_sandbox.run(
+        "import os\nopen_fds = []\nfor fd in range(3, 256):\n    try:\n        os.fstat(fd)\n"
+        "        open_fds.append(fd)\n    except OSError:\n        pass\nprint(open_fds)\n"
+    )
+    assert result.stdout == "[]\n", result
+
+
 def test_session_cells_cannot_forge_later_results(any_sandbox: LocalSandbox) -> None:
     with any_sandbox.session() as session:
         forge = (
