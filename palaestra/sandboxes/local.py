@@ -14,7 +14,8 @@ first (``isolation_report()`` says what is active and what is missing):
   signals or abstract sockets outside (ABI >= 6);
 * a seccomp filter denying dangerous system calls (``palaestra/sandboxes/_confine.py``);
 * always: rlimits, no capabilities, an allow-listed environment, capped output, and a
-  result the monitor observed (exit status, signal, OOM kills), never one the code wrote.
+  result the worker observed (the kernel's exit status or signal, OOM kills), never one
+  the code wrote.
 
 As root without a mount namespace or Landlock the sandbox refuses to start unless
 ``allow_unconfined_root=True``; without namespaces a root host runs the code as ``nobody``

@@ -45,16 +45,20 @@ def any_sandbox(request: pytest.FixtureRequest) -> Iterator[LocalSandbox]:
         yield box
 
 
+def parent_of(pid: int) -> int | None:
+    """``pid``'s parent (from /proc), None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def descendants(pid: int) -> list[int]:
     """Every live process below ``pid`` (from /proc)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
+    parents = {
+        int(entry): parent_of(int(entry)) for entry in os.listdir("/proc") if entry.isdigit()
+    }
     found, frontier = [], [pid]
     while frontier:
         current = frontier.pop()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from palaestra.sandboxes import LocalSandbox
-from tests.sandboxes.conftest import descendants
+from tests.sandboxes.conftest import descendants, parent_of
 
 
 def assert_nothing_left(box: LocalSandbox) -> None:
@@ -22,12 +22,12 @@ def assert_nothing_left(box: LocalSandbox) -> None:
 
     def prepared_only(worker: int) -> bool:
         below = descendants(worker)
-        spawners = [pid for pid in below if _parent(pid) == worker]
+        spawners = [pid for pid in below if parent_of(pid) == worker]
         runners = [pid for pid in below if pid not in spawners]
         return (
             len(spawners) <= 1
             and len(runners) <= 2
-            and all(_parent(pid) in spawners for pid in runners)
+            and all(parent_of(pid) in spawners for pid in runners)
         )
 
     deadline = time.monotonic() + 3
@@ -36,14 +36,6 @@ def assert_nothing_left(box: LocalSandbox) -> None:
     assert all(prepared_only(w) for w in box.worker_pids()), [
         descendants(w) for w in box.worker_pids()
     ]
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return int(handle.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def test_infinite_loop_times_out(any_sandbox: LocalSandbox) -> None:
