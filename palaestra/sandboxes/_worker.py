@@ -467,8 +467,10 @@ class Monitor:
         ]  # held until after the reply, so the namespaces are torn down off the critical path
         self.listener = None  # exit notices: the exit status before the runner's teardown
         if self.runner_pid and ready.get("listener") is not None:
-            with contextlib.suppress(OSError):  # without ptrace rights: no notices
+            try:
                 self.listener = confine.pidfd_getfd(self.pidfd, ready["listener"])
+            except OSError:  # unanswered, its exit_group calls would end one thread each
+                self.ready = False
         self.exit_noticed = False
         for fd in (self.out_r, self.err_r, self.status_r):
             os.set_blocking(fd, False)
@@ -801,6 +803,41 @@ def prepare_mount(setup: dict) -> bool:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
+def exit_notices_work() -> bool:
+    """Whether this process can take a child's seccomp listener and hear its exit (a probe:
+    some kernels, containers or ptrace policies refuse ``pidfd_getfd``)."""
+    (fd_r, fd_w), (go_r, go_w) = os.pipe(), os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        with contextlib.suppress(BaseException):
+            program = confine.seccomp_filter(unix_sockets=True, metadata=True, exit_notices=True)
+            listener = confine.apply_seccomp(program, listener=True)
+            os.write(fd_w, str(listener).encode())
+            os.read(go_r, 1)
+            os.close(listener)
+            os._exit(7)
+        os._exit(1)
+    for fd in (fd_w, go_r):
+        os.close(fd)
+    heard, listener = False, None
+    try:
+        pidfd = os.pidfd_open(pid)
+        listener = confine.pidfd_getfd(pidfd, int(os.read(fd_r, 16)))
+        os.close(pidfd)
+        os.write(go_w, b"x")
+        if select.select([listener], [], [], 2.0)[0]:
+            heard = confine.receive_notice(listener)[::2] == (pid, 7)
+    except (OSError, ValueError):
+        pass
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        exit_code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        for fd in (fd_r, go_w, *([listener] if listener is not None else [])):
+            os.close(fd)
+    return heard and exit_code in (7, -signal.SIGKILL)
+
+
 def set_up(config: dict) -> tuple[dict, confine.Cgroups | None]:
     """Enter the worker's namespaces and find out what confines each run (or raise, leaving
     no cgroup behind)."""
@@ -849,6 +886,7 @@ def _set_up_mechanisms(config: dict, cgroups: confine.Cgroups | None) -> dict:
             and cgroups is not None
             and "memory" in cgroups.dirs  # the memory verdict must not need the runner's rusage
             and confine.exit_notices_supported()
+            and exit_notices_work()
         )
         program = confine.seccomp_filter(
             unix_sockets=setup["mount"],
