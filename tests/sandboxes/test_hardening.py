@@ -249,6 +249,14 @@ def test_only_the_runner_own_exit_ends_the_run(any_sandbox: LocalSandbox) -> Non
     thread_exits += "import time\ntime.sleep(5)\n"
     result = any_sandbox.run(thread_exits, timeout=3)
     assert result.exit_code == 5 and not result.timed_out, result
+    threaded_child = (  # its exit_group is notified too, answered, and ends all its threads
+        "import subprocess, sys\n"
+        "code = 'import threading, time; threading.Thread(target=time.sleep, args=(60,)).start()'\n"
+        "subprocess.run([sys.executable, '-c', code + '; import os; os._exit(0)'], timeout=20)\n"
+        "print('child done')\n"
+    )
+    result = any_sandbox.run(threaded_child, timeout=20)
+    assert result.ok and result.stdout == "child done\n", result
     result = any_sandbox.run(
         "import os\nopen_fds = []\nfor fd in range(3, 256):\n    try:\n        os.fstat(fd)\n"
         "        open_fds.append(fd)\n    except OSError:\n        pass\nprint(open_fds)\n"
