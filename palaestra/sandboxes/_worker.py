@@ -380,11 +380,8 @@ def spawn_runners(setup: dict, channel: socket.socket) -> None:
             slot = min(set(range(setup["live_runners"])) - {s for _, s, _ in live.values()})
             workdir = "/tmp" if setup["mount"] else _host_workdir(setup)
             number = next(numbers)
-            live[_fork_runner(setup, slot, workdir, number, channel, own_pid_namespace)] = (
-                number,
-                slot,
-                workdir,
-            )
+            pid = _fork_runner(setup, slot, workdir, number, channel, own_pid_namespace)
+            live[pid] = (number, slot, workdir)
         if setup["namespaces"]:  # the orphans of a run die with its PID namespace
             pid, wait_status, rusage = os.wait4(-1, 0)
         else:  # one live runner; its group and orphans are killed before the next is forked
