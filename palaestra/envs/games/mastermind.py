@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -28,8 +29,11 @@ Code = tuple[int, ...]
 
 def score(guess: Code, secret: Code) -> tuple[int, int]:
     """(black, white): right colour in the right place, right colour in the wrong place."""
-    black = sum(g == s for g, s in zip(guess, secret, strict=True))
-    common = sum(min(guess.count(c), secret.count(c)) for c in set(guess))
+    black = sum(map(operator.eq, guess, secret))
+    common = 0
+    for colour in set(guess):  # a plain loop: this runs on every step
+        in_guess, in_secret = guess.count(colour), secret.count(colour)
+        common += in_guess if in_guess < in_secret else in_secret
     return black, common - black
 
 
@@ -120,8 +124,8 @@ class Mastermind(TurnBasedEnv):
         digits = move.replace(" ", "").replace(",", "")
         if len(digits) != self.length or not digits.isascii() or not digits.isdigit():
             return None
-        code = tuple(int(d) for d in digits)
-        return code if all(1 <= c <= self.colors for c in code) else None
+        code = tuple(map(int, digits))
+        return code if 0 not in code and max(code) <= self.colors else None
 
     def play(self, action: str) -> StepResult:
         guess = self._read(action)
