@@ -43,35 +43,66 @@ def neighbours(cell: Cell, rows: int, cols: int) -> tuple[Cell, ...]:
     )
 
 
+@functools.cache
+def board_rows(rows: int, cols: int) -> tuple[tuple[Cell, ...], ...]:
+    """The cells of each row, in order."""
+    return tuple(tuple((r, c) for c in range(cols)) for r in range(rows))
+
+
+@functools.cache
+def neighbour_masks(rows: int, cols: int) -> tuple[int, ...]:
+    """For each cell index ``r * cols + c``, its neighbours as a bit mask."""
+    return tuple(
+        sum(1 << (nr * cols + nc) for nr, nc in neighbours((r, c), rows, cols))
+        for r in range(rows)
+        for c in range(cols)
+    )
+
+
 def logic_step(
     revealed: dict[Cell, int], flagged: set[Cell], rows: int, cols: int
 ) -> tuple[set[Cell], set[Cell]]:
     """Cells the visible numbers prove safe, and cells they prove to be mines: single-cell
-    rules plus the subset rule between pairs of numbered cells."""
+    rules plus the subset rule between pairs of numbered cells (on bit masks: this runs for
+    every step of every board drawn)."""
+    around = neighbour_masks(rows, cols)
+    flag_mask = 0
+    for r, c in flagged:
+        flag_mask |= 1 << (r * cols + c)
+    known = flag_mask
+    for r, c in revealed:
+        known |= 1 << (r * cols + c)
     constraints = []
-    for cell, number in revealed.items():
-        around = neighbours(cell, rows, cols)
-        unknown = frozenset(n for n in around if n not in revealed and n not in flagged)
-        if unknown:
-            constraints.append((unknown, number - sum(n in flagged for n in around)))
-    safe: set[Cell] = set()
-    mines: set[Cell] = set()
+    for (r, c), number in revealed.items():
+        mask = around[r * cols + c]
+        if unknown := mask & ~known:
+            constraints.append((unknown, number - (mask & flag_mask).bit_count()))
+    safe = mines = 0
     for unknown, count in constraints:
         if count == 0:
             safe |= unknown
-        elif count == len(unknown):
+        elif count == unknown.bit_count():
             mines |= unknown
-    if safe or mines:
-        return safe, mines
-    for a, count_a in constraints:
-        for b, count_b in constraints:
-            if a < b:  # a is a proper subset of b
-                rest, left = b - a, count_b - count_a
-                if left == 0:
-                    safe |= rest
-                elif left == len(rest):
-                    mines |= rest
-    return safe, mines
+    if not safe and not mines:
+        for a, count_a in constraints:
+            for b, count_b in constraints:
+                if a & b == a and a != b:  # a is a proper subset of b
+                    rest, left = b & ~a, count_b - count_a
+                    if left == 0:
+                        safe |= rest
+                    elif left == rest.bit_count():
+                        mines |= rest
+    return _cells(safe, cols), _cells(mines, cols)
+
+
+def _cells(mask: int, cols: int) -> set[Cell]:
+    cells = set()
+    while mask:
+        low = mask & -mask
+        index = low.bit_length() - 1
+        cells.add((index // cols, index % cols))
+        mask ^= low
+    return cells
 
 
 class Minesweeper(TurnBasedEnv):
@@ -117,6 +148,7 @@ class Minesweeper(TurnBasedEnv):
         self.shaping = shaping
         self.reward_range = (0.0, 1.0 + shaping)
         self.mine_cells: set[Cell] = set()
+        self._mine_mask = 0  # the same cells as bits r * cols + c
         self.revealed: dict[Cell, int] = {}
         self.flagged: set[Cell] = set()
 
@@ -125,6 +157,7 @@ class Minesweeper(TurnBasedEnv):
     ) -> ResetResult:
         super().reset(seed=seed)
         self.mine_cells, self.revealed, self.flagged = set(), {}, set()
+        self._mine_mask = 0
         self.start()
         task = (
             f"Minesweeper on a {self.rows}x{self.cols} board with {self.mines} mines. Reveal every "
@@ -144,6 +177,7 @@ class Minesweeper(TurnBasedEnv):
         for _ in range(MAX_BOARD_TRIES):
             chosen = self.np_random.choice(len(cells), size=self.mines, replace=False)
             self.mine_cells = {cells[int(i)] for i in chosen}
+            self._mine_mask = sum(1 << (r * self.cols + c) for r, c in self.mine_cells)
             if self._logic_finishes(first):
                 return
         # no logic-solvable board in MAX_BOARD_TRIES draws (far denser than any preset):
@@ -163,7 +197,8 @@ class Minesweeper(TurnBasedEnv):
         return True
 
     def _count(self, cell: Cell) -> int:
-        return sum(n in self.mine_cells for n in neighbours(cell, self.rows, self.cols))
+        around = neighbour_masks(self.rows, self.cols)[cell[0] * self.cols + cell[1]]
+        return (around & self._mine_mask).bit_count()
 
     def _flood(self, cell: Cell, revealed: dict[Cell, int]) -> None:
         """Reveal ``cell``, and around every 0 its neighbours, into ``revealed``."""
@@ -181,12 +216,12 @@ class Minesweeper(TurnBasedEnv):
     def render_board(self) -> str:
         revealed, flagged = self.revealed, self.flagged
         lines = ["    " + " ".join(f"{c + 1:>2}" for c in range(self.cols))]
-        for r in range(self.rows):
-            marks = (
-                f" {revealed[r, c]}" if (r, c) in revealed else " F" if (r, c) in flagged else " #"
-                for c in range(self.cols)
-            )
-            lines.append(f"{r + 1:>2}  " + " ".join(marks))
+        for r, row in enumerate(board_rows(self.rows, self.cols)):
+            marks = [
+                "012345678"[revealed[cell]] if cell in revealed else "F" if cell in flagged else "#"
+                for cell in row
+            ]
+            lines.append(f"{r + 1:>2}   " + "  ".join(marks))
         return "\n".join(lines)
 
     def play(self, action: str) -> StepResult:
