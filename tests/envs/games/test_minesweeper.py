@@ -65,6 +65,27 @@ def test_logic_rules():
     assert mines == {(1, 1)} and not safe
 
 
+def test_logic_is_sound_on_random_positions():
+    """Whatever the visible numbers and correct flags, every cell the deduction calls safe
+    holds no mine and every cell it calls a mine holds one (rectangular boards included)."""
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        rows, cols = (int(v) for v in rng.integers(2, 12, size=2))
+        cells = [(r, c) for r in range(rows) for c in range(cols)]
+        count = int(rng.integers(0, len(cells) // 3 + 1))
+        mines = {cells[int(i)] for i in rng.choice(len(cells), size=count, replace=False)}
+        shown = rng.random(len(cells)) < rng.random()
+        revealed = {
+            cell: sum(n in mines for n in neighbours(cell, rows, cols))
+            for cell, show in zip(cells, shown, strict=True)
+            if show and cell not in mines
+        }
+        flagged = {cell for cell in mines if rng.random() < 0.3}
+        safe, found = logic_step(revealed, flagged, rows, cols)
+        assert not safe & mines and found <= mines
+        assert not (safe | found) & (set(revealed) | flagged)
+
+
 def test_shaping_sums_to_its_weight_over_any_win():
     env = Minesweeper("medium", shaping=0.5)
     for seed in range(10):
