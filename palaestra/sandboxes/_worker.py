@@ -533,7 +533,9 @@ class Monitor:
             self._signal_run(signal.SIGSTOP)  # no CPU for the session between cells
         for fd in output:
             self._drain(fd, output[fd], dropped)
-        if status is not None and exit_code is None:
+        if status is not None and (exit_code is None or status["exited"]):
+            # A cell that exited said with what (its runner is killed before it can finish
+            # exiting: with exit notices it waits for an answer that comes no more).
             exit_code = status["exit_code"]
         return {
             "stdout": output[self.out_r].decode("utf-8", "replace"),

@@ -74,6 +74,17 @@ def test_session_keeps_state_and_recovers_from_timeouts(sandbox: LocalSandbox) -
         assert after.stdout == "False\n" and "restarted" in after.stderr
 
 
+def test_a_session_cell_that_exits_reports_its_exit_code(sandbox: LocalSandbox) -> None:
+    """The cell's own exit code, every time (the runner is killed after its status: a race
+    that the kill used to win now and then)."""
+    codes = []
+    for _ in range(40):
+        with sandbox.session() as repl:
+            repl.run("x = 1")
+            codes.append(repl.run("raise SystemExit(4)").exit_code)
+    assert codes == [4] * 40
+
+
 def test_session_files_persist_until_close(sandbox: LocalSandbox) -> None:
     session = sandbox.session()
     cwd = session.run(
