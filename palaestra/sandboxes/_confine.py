@@ -404,16 +404,6 @@ def apply_seccomp(program: bytes, *, listener: bool = False) -> int | None:
     return None
 
 
-def exit_notices_supported() -> bool:
-    """Whether the kernel lets a supervisor take a listener from another process and let a
-    notified system call continue (Linux >= 5.6)."""
-    try:
-        major, minor = platform.release().split("-")[0].split(".")[:2]
-        return X86_64 and (int(major), int(minor)) >= (5, 6)
-    except ValueError:
-        return False
-
-
 def pidfd_getfd(pidfd: int, target_fd: int) -> int:
     """A duplicate of the process's ``target_fd`` (needs ptrace rights over it)."""
     return _check(_libc.syscall(_SYS_PIDFD_GETFD, pidfd, target_fd, 0), "pidfd_getfd")

@@ -803,8 +803,8 @@ def prepare_mount(setup: dict) -> bool:
 
 
 def exit_notices_work() -> bool:
-    """Whether this process can take a child's seccomp listener and hear its exit (a probe:
-    some kernels, containers or ptrace policies refuse ``pidfd_getfd``)."""
+    """Whether this process can take a child's seccomp listener, hear its exit and let it
+    go on exiting (a probe: old kernels, containers and ptrace policies refuse a step)."""
     (fd_r, fd_w), (go_r, go_w) = os.pipe(), os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -818,23 +818,23 @@ def exit_notices_work() -> bool:
         os._exit(1)
     for fd in (fd_w, go_r):
         os.close(fd)
-    heard, listener = False, None
+    pidfd = os.pidfd_open(pid)
+    opened, heard = [fd_r, go_w, pidfd], False
     try:
-        pidfd = os.pidfd_open(pid)
-        listener = confine.pidfd_getfd(pidfd, int(os.read(fd_r, 16)))
-        os.close(pidfd)
+        opened.append(listener := confine.pidfd_getfd(pidfd, int(os.read(fd_r, 16))))
         os.write(go_w, b"x")
         if select.select([listener], [], [], 2.0)[0]:
             heard = confine.receive_notice(listener)[::2] == (pid, 7)
+        select.select([pidfd], [], [], 2.0)  # let on, it exits (unless the kernel cannot)
     except (OSError, ValueError):
         pass
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         exit_code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-        for fd in (fd_r, go_w, *([listener] if listener is not None else [])):
+        for fd in opened:
             os.close(fd)
-    return heard and exit_code in (7, -signal.SIGKILL)
+    return heard and exit_code == 7
 
 
 def set_up(config: dict) -> tuple[dict, confine.Cgroups | None]:
@@ -884,7 +884,6 @@ def _set_up_mechanisms(config: dict, cgroups: confine.Cgroups | None) -> dict:
             and setup["namespaces"]
             and cgroups is not None
             and "memory" in cgroups.dirs  # the memory verdict must not need the runner's rusage
-            and confine.exit_notices_supported()
             and exit_notices_work()
         )
         program = confine.seccomp_filter(
