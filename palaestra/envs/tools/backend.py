@@ -18,6 +18,7 @@ user.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -129,8 +130,10 @@ def call(name: str, **arguments: Any) -> ToolCall:
 
 
 def state_hash(db: pydantic.BaseModel) -> str:
-    """A canonical hash of a database (its JSON with sorted keys)."""
-    text = db.model_dump_json()
+    """A canonical hash of a database: sha256 of its JSON with sorted keys, so records
+    inserted in another order (two paths to one state) hash the same."""
+    data = db.model_dump(mode="json")
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

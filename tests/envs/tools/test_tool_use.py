@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 
 import palaestra
 from palaestra.agents.base import Action, Conversation
 from palaestra.agents.simple import OracleAgent
 from palaestra.core.tool_calls import ToolCall, format_tool_call
-from palaestra.envs.tools.backend import mentions
+from palaestra.envs.tools.backend import mentions, state_hash
 from palaestra.envs.tools.env import MAX_MESSAGE_CHARS, DomainTools, ToolUseEnv
+from palaestra.envs.tools.shop import Shop
 from palaestra.envs.tools.user import STOP, AgentUser, Progress, ScriptedUser
 from palaestra.runner import Runner, make_tasks
+from palaestra.tools.function import MAX_OUTPUT_CHARS
 
 NOT_DONE = Progress(database_done=False, reported=False)
 
@@ -249,6 +252,77 @@ def test_refunds_go_to_the_original_method_or_a_gift_card():
 
 
 # -- bad actions never raise ----------------------------------------------------------------
+
+
+def _huge_arguments(schema: dict, huge: str) -> dict:
+    """Every argument of a tool's schema filled with ``huge`` text (or a list of it)."""
+    properties = schema["function"]["parameters"]["properties"]
+    return {
+        name: [huge] if prop.get("type") == "array" else huge for name, prop in properties.items()
+    }
+
+
+@pytest.mark.parametrize("env_id", ["tools:Shop-v0", "tools:Bank-v0", "tools:Clinic-v0"])
+def test_a_megabyte_argument_never_comes_back_whole(env_id):
+    """Tools that echo an argument in their refusal (``no order '...'``) are capped like any
+    observation, before and after the customer is identified."""
+    env = palaestra.make(env_id)
+    env.reset(seed=0)
+    inner = env.unwrapped
+    tools = {t.name: t for t in inner.backend.tools()}
+    huge = "9" * 1_000_000
+    for logged_in in (False, True):
+        for action in inner.task.actions if logged_in else ():
+            if action.name.startswith(("find_", "verify_")):
+                tools[action.name].call(action.arguments)
+        for tool in tools.values():
+            observation = tool.call(_huge_arguments(tool.schema, huge))
+            assert len(observation) <= MAX_OUTPUT_CHARS + 100, tool.name
+    name = next(iter(tools))
+    observation = env.step(calls((name, _huge_arguments(tools[name].schema, huge))))[0]
+    assert len(observation) <= MAX_OUTPUT_CHARS + 100
+
+
+def test_the_state_hash_does_not_depend_on_insertion_order():
+    """Exchanging two items listed in either order reaches one state, with one hash."""
+    db = Shop.generate(np.random.default_rng(0))
+    email, order_id, old, new = _two_item_exchange(db)
+    method = db.orders[order_id].payments[0].payment_method_id
+    hashes = set()
+    for order in (slice(None), slice(None, None, -1)):
+        backend = Shop()
+        backend.load(db)
+        tools = {t.name: t for t in backend.tools()}
+        tools["find_user_id_by_email"].call({"email": email})
+        output = tools["exchange_delivered_order_items"].call(
+            {"order_id": order_id, "item_ids": old[order], "new_item_ids": new[order],
+             "payment_method_id": method}
+        )  # fmt: skip
+        assert not output.startswith("error"), output
+        hashes.add(state_hash(backend.db))
+    assert len(hashes) == 1
+
+
+def _two_item_exchange(db):
+    """(email, order id, two item ids, their in-stock other variants) of a delivered order
+    paid by card (a card takes any price difference)."""
+    for order in db.orders.values():
+        user = db.users[order.user_id]
+        paid_by_card = (
+            user.payment_methods[order.payments[0].payment_method_id].kind == "credit_card"
+        )
+        if order.status != "delivered" or len(order.items) < 2 or not paid_by_card:
+            continue
+        old, new = [], []
+        for item in order.items[:2]:
+            variants = db.products[item.product_id].variants.values()
+            other = next((v for v in variants if v.available and v.item_id != item.item_id), None)
+            if other is not None:
+                old.append(item.item_id)
+                new.append(other.item_id)
+        if len(old) == 2:
+            return user.email, order.order_id, old, new
+    raise AssertionError("no delivered two-item order paid by card")
 
 
 @pytest.mark.parametrize(
