@@ -14,9 +14,9 @@ from palaestra.agents.base import Action, Conversation
 from palaestra.agents.simple import OracleAgent
 from palaestra.core.tool_calls import ToolCall, format_tool_call
 from palaestra.envs.tools.backend import mentions, state_hash
-from palaestra.envs.tools.env import MAX_MESSAGE_CHARS, DomainTools, ToolUseEnv
+from palaestra.envs.tools.env import MAX_MESSAGE_CHARS, DomainTools, ToolUseEnv, oracle_calls
 from palaestra.envs.tools.shop import Shop
-from palaestra.envs.tools.user import STOP, AgentUser, Progress, ScriptedUser
+from palaestra.envs.tools.user import STOP, AgentUser, Progress
 from palaestra.runner import Runner, make_tasks
 from palaestra.tools.function import MAX_OUTPUT_CHARS
 
@@ -35,6 +35,14 @@ def play(env, seed=0, policy=None, options=None):
         transcript.append((info["role"], observation))
         if terminated or truncated:
             return transcript, reward, info
+
+
+def run(inner, tool_calls) -> None:
+    """Make ``tool_calls`` on the episode's backend, as the agent's actions would."""
+    tools = {t.name: t for t in inner.backend.tools()}
+    for call in tool_calls:
+        output = tools[call.name].call(call.arguments)
+        assert not output.startswith("error"), output
 
 
 def calls(*pairs: tuple[str, dict]) -> str:
@@ -63,14 +71,19 @@ def test_oracle_solves_100_seeded_episodes(env_id):
 
 def test_a_hard_conversation_interleaves_user_and_tool_turns():
     env = shop("hard")
-    transcript, reward, info = play(env)
+    seed = seed_where(env, lambda task: len(task.facts) == 3)
+    transcript, reward, info = play(env, seed)
     assert [role for role, _ in transcript] == [
-        "user", "assistant", "user", "assistant", "tool", "assistant", "user",
-    ]  # fmt: skip
+        "user", "assistant", "user", "assistant", "user", "assistant", "tool", "assistant", "user",
+    ]  # fmt: skip  # two facts per reply: two questions for three facts
     facts = [fact.text for fact in env.unwrapped.task.facts]
-    assert facts and all(f not in transcript[0][1] and f in transcript[2][1] for f in facts)
+    replies = transcript[2][1] + transcript[4][1]
+    assert all(f not in transcript[0][1] and f in replies for f in facts)
     assert reward == 1.0 and info["success"] is True
-    assert info["metrics"] == {**info["metrics"], "database_match": 1.0, "level": 3.0}
+    assert info["metrics"] == {
+        **info["metrics"], "database_match": 1.0, "reported": 1.0, "rules_followed": 1.0,
+        "level": 3.0,
+    }  # fmt: skip
 
 
 def test_same_seed_same_task_and_levels_follow_difficulty():
@@ -89,22 +102,22 @@ def test_same_seed_same_task_and_levels_follow_difficulty():
 def test_any_path_to_the_reference_state_passes():
     """Authenticating another way and reading in between leaves the same end state."""
     env = shop("easy")
-    seed_where(
-        env, lambda task: task.actions[0].name == "find_user_id_by_email" and "cancel" in task.goal
-    )
+    seed_where(env, lambda task: task.actions[-1].name == "cancel_pending_order")
     inner = env.unwrapped
-    user = next(
-        u
-        for u in inner.backend.db.users.values()
-        if u.email == inner.task.actions[0].arguments["email"]
-    )
+    login, cancel = inner.task.actions
+    user = next(u for u in inner.backend.db.users.values() if u.email == login.arguments["email"])
     tools = {t.name: t for t in inner.backend.tools()}
     tools["find_user_id_by_name_zip"].call(
         {"first_name": user.first_name, "last_name": user.last_name, "zip": user.address.zip}
     )
     tools["get_user_details"].call({"user_id": user.user_id})
-    tools[inner.task.actions[1].name].call(inner.task.actions[1].arguments)
-    assert inner.progress().satisfied
+    tools["get_order_details"].call({"order_id": cancel.arguments["order_id"]})
+    tools[cancel.name].call(cancel.arguments)
+    progress = inner.progress()
+    assert progress.database_done and progress.rules_followed and not progress.reported
+    (refund,) = inner.task.report  # the policy's fact: the amount refunded
+    _, reward, terminated, *_ = env.step(f"Cancelled; {refund.text} is on its way back to you.")
+    assert reward == 1.0 and terminated
 
 
 @pytest.mark.parametrize("mistake", ["other reason", "other order", "extra side effect", "nothing"])
@@ -165,8 +178,8 @@ def _talk_until_the_end(env, message):
 def test_claims_without_actions_score_zero():
     """Saying every fact and 'done' without doing the work gets nothing."""
     env = shop("medium")
-    seed_where(env, lambda task: bool(task.report))
-    report = " ".join(env.unwrapped.task.report)
+    seed_where(env, lambda task: any(f.kind == "amount" for f in task.report))
+    report = " ".join(fact.text for fact in env.unwrapped.task.report)
     *_, reward, _, _, info = _talk_until_the_end(env, f"All done! {report}")
     assert reward == 0.0 and info["success"] is False
     assert info["metrics"]["database_match"] == 0.0 and info["metrics"]["reported"] == 1.0
@@ -174,17 +187,14 @@ def test_claims_without_actions_score_zero():
 
 def test_required_facts_must_be_told_within_the_message_cap():
     env = shop("medium")
-    seed_where(env, lambda task: bool(task.report))
+    seed_where(env, lambda task: len(task.report) == 1 and task.report[0].kind == "amount")
     inner = env.unwrapped
-    tools = {t.name: t for t in inner.backend.tools()}
-    for action in inner.task.actions:
-        tools[action.name].call(action.arguments)
+    run(inner, oracle_calls(inner.task))
     assert inner.progress().database_done and not inner.progress().reported
-    observation, reward, terminated, *_ = env.step(
-        "x" * MAX_MESSAGE_CHARS + " " + inner.task.report[0]
-    )
-    assert not terminated and observation == inner.task.report_question  # the user asks for it
-    _, reward, terminated, *_ = env.step(f"Done: {inner.task.report[0]}.")
+    (fact,) = inner.task.report
+    _, reward, terminated, *_ = env.step("x" * MAX_MESSAGE_CHARS + " " + fact.text)
+    assert not terminated and reward == 0.0
+    _, reward, terminated, *_ = env.step(f"Done: {fact.text}.")
     assert terminated and reward == 1.0
 
 
@@ -360,37 +370,6 @@ def test_garbage_messages_to_the_user_end_with_zero_within_the_budget():
 # -- the scripted user -----------------------------------------------------------------------
 
 
-def test_scripted_user_tells_only_what_is_asked():
-    env = shop("hard")
-    env.reset(seed=0)
-    task = env.unwrapped.task
-    user = ScriptedUser(patience=5)
-    assert user.start(task) == task.request
-    first, *rest = task.facts
-    reply = user.respond(f"Could you give me your {first.topics[0]}?", NOT_DONE)
-    assert reply.text == first.text and not reply.stop
-    assert all(fact.text not in reply.text for fact in rest)
-    assert (
-        user.respond(f"Your {first.topics[0]} again?", NOT_DONE).text == f"As I said: {first.text}"
-    )
-    assert user.respond("Shall I proceed?", NOT_DONE).text == "Yes, please go ahead."
-    assert user.respond("What is your favourite colour?", NOT_DONE).text.startswith(
-        "I don't know that."
-    )
-    done_not_told = Progress(database_done=True, reported=False)
-    assert user.respond("Done.", done_not_told).text == task.report_question
-    assert user.respond("Done.", Progress(True, True)).stop
-
-
-def test_scripted_user_gives_up_after_patience():
-    env = shop("easy")
-    env.reset(seed=0)
-    user = ScriptedUser(patience=2)
-    user.start(env.unwrapped.task)
-    replies = [user.respond("Hmm.", NOT_DONE) for _ in range(3)]
-    assert [r.stop for r in replies] == [False, False, True]
-
-
 # -- a model as the user ---------------------------------------------------------------------
 
 
@@ -429,10 +408,9 @@ def test_any_agent_can_play_the_user():
     assert system["role"] == "system" and probe.unwrapped.task.facts[0].text in system["content"]
     assert STOP in system["content"]
     # the support agent's messages are the model-user's 'user' turns, its own the 'assistant' ones
-    assert conversation[-1] == {
-        "role": "user",
-        "content": " ".join(("All done.", *probe.unwrapped.task.report)),
-    }
+    last = conversation[-1]
+    assert last["role"] == "user" and last["content"].startswith("All done.")
+    assert all(fact.text in last["content"] for fact in probe.unwrapped.task.report)
     assert conversation[2]["role"] == "user" and conversation[2]["content"].startswith("I can help")
 
 
@@ -457,20 +435,15 @@ def test_user_turns_and_tool_results_are_masked_from_the_loss(qwen25_tokenizer):
             ids = qwen25_tokenizer.encode(text + "<|im_end|>", add_special_tokens=False)
             return Action(text, ids, [-0.5] * len(ids), "stop")
 
+    probe = palaestra.make("tools:Shop-Hard-v0")
+    probe.reset(seed=0)
+    task = probe.unwrapped.task
+    questions = ["assistant", "user"] * -(-len(task.facts) // 2)  # two facts per reply
     (episode,) = Runner(TokenOracle()).run(make_tasks(["tools:Shop-Hard-v0"], [0]))
     assert episode.success
     roles = [m["role"] for m in episode.messages]
-    assert roles == [
-        "system",
-        "user",
-        "assistant",
-        "user",
-        "assistant",
-        "tool",
-        "tool",
-        "assistant",
-        "user",
-    ]
+    tools = ["tool"] * len(oracle_calls(task))
+    assert roles == ["system", "user", *questions, "assistant", *tools, "assistant", "user"]
     trained = [t for t, m in zip(episode.token_ids, episode.loss_mask, strict=True) if m]
     assert trained == [t for turn in episode.turns for t in turn.token_ids]
     text = qwen25_tokenizer.decode(episode.token_ids)
