@@ -30,7 +30,7 @@ import numpy as np
 import pydantic
 
 from palaestra.core.tool_calls import ToolCall
-from palaestra.envs.tools.checks import ActionCheck, Call
+from palaestra.envs.tools.checks import ActionCheck, Call, Grounded
 from palaestra.envs.tools.facts import Fact, Vocabulary
 from palaestra.tools import FunctionTool, ToolError
 
@@ -169,8 +169,8 @@ def _members_in_order(cls: type) -> Iterator[tuple[str, Any]]:
 @dataclass(frozen=True)
 class UserFact:
     """Something only the user knows; told when the agent asks about one of ``topics`` (a
-    group of the domain's :attr:`Backend.topics`). A write call named in ``needed_by`` made
-    before the user told this fact is a guess, and fails the episode."""
+    group of the domain's :attr:`Backend.topics`). An accepted call of a tool named in
+    ``needed_by`` made before the user told this fact is a guess, and fails the episode."""
 
     topics: tuple[str, ...]
     text: str
@@ -201,6 +201,33 @@ class ToolTask:
     outcomes: tuple[str, ...] = ()
     topics: tuple[tuple[str, ...], ...] = ()
     vocabulary: Vocabulary = field(default_factory=Vocabulary)
+
+
+def refusal(
+    level: int,
+    request: str,
+    identify: tuple[ToolCall, ...],
+    read: ToolCall,
+    attempt: ToolCall,
+    why: Fact,
+    *,
+    facts: tuple[UserFact, ...] = (),
+    goal: str = "",
+) -> ToolTask:
+    """A request the policy refuses. The reference actions ``identify`` the customer and
+    ``read`` the record that shows why; the right end state is the database unchanged, and
+    ``why`` must be told. Either ``read`` or the refused ``attempt`` (its arguments: the ones
+    that single out the request) must be made: a refusal rests on the record or the tool's
+    refusal, not on a guess from the request."""
+    return ToolTask(
+        level,
+        request,
+        (*identify, read),
+        facts,
+        report=(why,),
+        checks=(Grounded((read, attempt)),),
+        goal=goal,
+    )
 
 
 Template = Callable[[Any, np.random.Generator], "ToolTask | None"]

@@ -7,7 +7,9 @@ with its arguments and whether the tool accepted it):
 * :class:`Forbidden`: no call matches, accepted or refused (trying counts);
 * :class:`Before`: every accepted call matching ``then`` comes after an accepted call matching
   ``first`` (look up the free slots before booking one, read the transactions before
-  disputing one: a policy that guesses ids from their pattern fails).
+  disputing one: a policy that guesses ids from their pattern fails);
+* :class:`Grounded`: one of some calls was made, a refused one included (a refusal rests on
+  the record that shows why, or on the tool's own refusal, not on a guess from the request).
 
 A call matches a check's call when it names the same tool and every argument the check gives
 is equal (strings compared stripped, numbers to 1e-6, lists element by element); arguments the
@@ -86,6 +88,18 @@ class Forbidden:
         if any(matches(self.call, c) for c in calls):
             return f"forbidden {describe(self.call)} was called"
         return None
+
+
+@dataclass(frozen=True)
+class Grounded:
+    """One of ``calls`` was made (the tool may have refused it: its refusal shows why)."""
+
+    calls: tuple[ToolCall, ...]
+
+    def problem(self, calls: Sequence[Call]) -> str | None:
+        if any(matches(wanted, c) for wanted in self.calls for c in calls):
+            return None
+        return f"none of {', '.join(describe(c) for c in self.calls)} was made"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ built databases are cached (a GRPO group replays one seed several times).
 
 Reward: 1 when the conversation ends with (a) the database equal to the reference actions'
 replay on a fresh copy, (b) every required fact told to the user and no value made up
-(:mod:`palaestra.envs.tools.facts`), and (c) the task's action checks held, with no write
+(:mod:`palaestra.envs.tools.facts`), and (c) the task's action checks held, with no call
 made before the user told the facts it needs; else 0 (see
 :mod:`palaestra.envs.tools.backend`). The user ends the conversation (satisfied, or out of
 patience); the episode also ends after ``max_turns`` messages to the user, graded the same
@@ -288,7 +288,8 @@ class ToolUseEnv(TurnBasedEnv):
 
     def _absorb_calls(self) -> Grading:
         """Take in the tool calls made since the last look: their outputs are now shown to the
-        agent, and a write made before the user told a fact it needs is a guess."""
+        agent, and a call made before the user told a fact it needs (``UserFact.needed_by``) is
+        a guess."""
         grading, backend = self._grading, self.backend
         if grading.conversation != backend.conversation:  # the backend was loaded anew
             grading.conversation, grading.calls_read = backend.conversation, 0
@@ -297,7 +298,7 @@ class ToolUseEnv(TurnBasedEnv):
             backend.calls[grading.calls_read :], backend.outputs[grading.calls_read :], strict=True
         ):
             merge(grading.seen, shown(output, self.backend_type.vocabulary))
-            if call.writes and call.accepted and told is not None:
+            if call.accepted and told is not None:
                 grading.guesses += _guessed(call, self.task, told)
         grading.calls_read = len(backend.calls)
         return grading

@@ -22,8 +22,9 @@ the id, a date's year is no card number).
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
@@ -122,7 +123,7 @@ def digits_fact(digits: str, what: str) -> Fact:
 
 def name_fact(kind: str, name: str, what: str, text: str | None = None) -> Fact:
     """A name (``"Alice Chen"``, said as ``text``, say ``"Dr. Alice Chen"``)."""
-    return Fact(kind, " ".join(_words(name)), text or name, what)
+    return Fact(kind, _plain(name), text or name, what)
 
 
 def reason_fact(code: str, text: str) -> Fact:
@@ -171,13 +172,11 @@ def values(text: str, vocabulary: Vocabulary = Vocabulary()) -> Values:
     rest = _take(_CLOCK, rest, found[TIME], _time_of)
     rest = _take(_FOUR_DIGITS, rest, found[DIGITS], lambda m: m.group())
     _take(_NUMBER, rest, found[NUMBER], lambda m: _normal_number(m.group()))
-    lowered = _words(text)
+    plain = _plain(text)
     for kind in vocabulary.names:
-        found[kind.kind] = _names(lowered, kind)
+        found[kind.kind] = _names(plain, kind)
     found[REASON] = {
-        code
-        for code, phrases in vocabulary.reasons.items()
-        if any(_contains(lowered, _words(phrase)) for phrase in phrases)
+        code for code, phrases in vocabulary.reasons.items() if _phrases(phrases).search(plain)
     }
     return found
 
@@ -233,30 +232,37 @@ def _normal_number(text: str) -> str:
     return str(int(digits)) if digits.isdigit() else digits
 
 
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text.lower().replace("-", " "))
+def _plain(text: str) -> str:
+    """Lowercase words joined by single spaces (``"Dr. Alice-Chen"`` -> ``"dr alice chen"``)."""
+    return " ".join(_WORD.findall(text.lower().replace("-", " ")))
 
 
-def _contains(haystack: Sequence[str], needle: Sequence[str]) -> bool:
-    size = len(needle)
-    return bool(needle) and any(
-        haystack[i : i + size] == list(needle) for i in range(len(haystack) - size + 1)
-    )
+def _alternatives(phrases: Iterable[str]) -> str:
+    return "|".join(re.escape(_plain(phrase)) for phrase in sorted(phrases, key=len, reverse=True))
 
 
-def _names(words: list[str], kind: NameKind) -> set[str]:
-    """Names of ``kind`` in ``words``: ``"first last"`` where a first name precedes the
-    surname, else the surname; a surname also named in full counts once."""
-    firsts = {name.lower() for name in kind.first_names}
-    found: set[str] = set()
-    for name in kind.names:
-        needle = _words(name)
-        size = len(needle)
-        for i in range(len(words) - size + 1):
-            if words[i : i + size] == needle:
-                first = words[i - 1] if i and words[i - 1] in firsts else ""
-                found.add(f"{first} {' '.join(needle)}".strip())
-    if not firsts:
+@functools.lru_cache(maxsize=64)
+def _phrases(phrases: tuple[str, ...]) -> re.Pattern[str]:
+    """Any of ``phrases`` as whole words in a :func:`_plain` text."""
+    return re.compile(rf"(?<![\w'])(?:{_alternatives(phrases)})(?![\w'])")
+
+
+@functools.lru_cache(maxsize=16)
+def _name_pattern(kind: NameKind) -> re.Pattern[str]:
+    first = rf"(?:(?P<first>{_alternatives(kind.first_names)}) )?" if kind.first_names else ""
+    return re.compile(rf"(?<![\w']){first}(?P<name>{_alternatives(kind.names)})(?![\w'])")
+
+
+def _names(plain: str, kind: NameKind) -> set[str]:
+    """Names of ``kind`` in a :func:`_plain` text: ``"first last"`` where a first name precedes
+    the surname, else the surname; a surname also named in full counts once."""
+    found = {
+        f"{match.group('first') or ''} {match.group('name')}".strip()
+        if kind.first_names
+        else match.group("name")
+        for match in _name_pattern(kind).finditer(plain)
+    }
+    if not kind.first_names:
         return found
     named_in_full = {name.rsplit(" ", 1)[1] for name in found if " " in name}
     return {name for name in found if " " in name or name not in named_in_full}

@@ -119,18 +119,17 @@ def goal_values(task: ToolTask) -> Values:
 @dataclass
 class ScriptedUser:
     """A rule-based user (see the module docstring); ``patience`` unproductive replies
-    (nothing new asked, nothing done) before it gives up. ``agreeable`` holds the values it
-    accepts in a proposal (:func:`goal_values`, set by :meth:`start`)."""
+    (nothing new asked, nothing done) before it gives up; it accepts a proposal's values when
+    they are :func:`goal_values` (read at the first proposal)."""
 
     patience: int = 3
     task: ToolTask | None = None
     told: set[UserFact] = field(default_factory=set)
     idle_replies: int = 0
-    agreeable: Values = field(default_factory=dict)
+    agreeable: Values | None = None
 
     def start(self, task: ToolTask) -> str:
-        self.task, self.told, self.idle_replies = task, set(), 0
-        self.agreeable = goal_values(task)
+        self.task, self.told, self.idle_replies, self.agreeable = task, set(), 0, None
         return task.request
 
     def respond(self, message: str, progress: Progress) -> UserTurn:
@@ -168,8 +167,10 @@ class ScriptedUser:
         """Whether every id and value ``proposal`` states belongs to the user's goal."""
         if self.task is None:
             raise RuntimeError("ScriptedUser.agrees before start")
-        stated = values(proposal, self.task.vocabulary)
-        return all(stated[kind] <= self.agreeable.get(kind, set()) for kind in AGREEMENT_KINDS)
+        if self.agreeable is None:
+            self.agreeable = goal_values(self.task)
+        stated, agreeable = values(proposal, self.task.vocabulary), self.agreeable
+        return all(stated[kind] <= agreeable.get(kind, set()) for kind in AGREEMENT_KINDS)
 
 
 PERSONA = """You are a customer talking to a support agent, in short, natural messages.

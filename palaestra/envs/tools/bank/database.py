@@ -213,7 +213,8 @@ def _past_transaction(
     """A card purchase (checking only), a deposit or a transfer out (its id is set later)."""
     roll = rng.random()
     if account.kind == "checking" and roll < 0.65:
-        amount, merchant, disputed = -_cents(rng, 4, 260), pick(rng, MERCHANTS), rng.random() < 0.08
+        amount, merchant = -_cents(rng, 4, 260), pick(rng, MERCHANTS)
+        disputed = bool(rng.random() < 0.08)
         return Transaction(
             transaction_id="",
             date=day,

@@ -9,7 +9,16 @@ from __future__ import annotations
 import numpy as np
 
 from palaestra.core.tool_calls import ToolCall
-from palaestra.envs.tools.backend import Template, ToolTask, UserFact, call, draw_task, money, pick
+from palaestra.envs.tools.backend import (
+    Template,
+    ToolTask,
+    UserFact,
+    call,
+    draw_task,
+    money,
+    pick,
+    refusal,
+)
 from palaestra.envs.tools.bank.database import (
     AREA_CODES,
     DAILY_LIMIT,
@@ -146,8 +155,16 @@ def _hello(customer: Customer) -> str:
 
 def _identity_facts(customer: Customer) -> tuple[UserFact, ...]:
     return (
-        UserFact(NAME_PHONE, f"I'm {customer.full_name}, my phone number is {customer.phone}."),
-        UserFact(BIRTH, f"My date of birth is {customer.date_of_birth.isoformat()}."),
+        UserFact(
+            NAME_PHONE,
+            f"I'm {customer.full_name}, my phone number is {customer.phone}.",
+            needed_by=("find_customer_id",),
+        ),
+        UserFact(
+            BIRTH,
+            f"My date of birth is {customer.date_of_birth.isoformat()}.",
+            needed_by=("verify_identity",),
+        ),
     )
 
 
@@ -514,26 +531,28 @@ def _pay_over_limit(db: BankDB, rng: np.random.Generator, level: int) -> ToolTas
         f"that would go over the daily limit of {money(DAILY_LIMIT)} for transfers to other "
         "customers",
     )
-    actions, goal = _verify(customer), f"send {money(amount)} to {payee.account_id}"
+    grounds = (
+        call("list_transactions", account_id=source.account_id),
+        call("transfer_funds", to_account_id=payee.account_id),
+    )
+    goal = f"send {money(amount)} to {payee.account_id}"
     if level == 1:
-        return ToolTask(
-            1,
+        request = (
             f"{_hello(customer)} Please send {money(amount)} from my checking account "
-            f"{source.account_id} to account {payee.account_id}; it's for my rent.",
-            actions,
-            report=(why,),
-            goal=goal,
+            f"{source.account_id} to account {payee.account_id}; it's for my rent."
         )
-    return ToolTask(
+        return refusal(1, request, _verify(customer), *grounds, why, goal=goal)
+    return refusal(
         3,
         "Hi, I need to send some money from my checking account to a friend.",
-        actions,
+        _verify(customer),
+        *grounds,
+        why,
         facts=(
             *_identity_facts(customer),
             UserFact(AMOUNT, f"{money(amount)}, please."),
             UserFact(DESTINATION, f"My friend's account number is {payee.account_id}."),
         ),
-        report=(why,),
         goal=goal,
     )
 
@@ -551,11 +570,13 @@ def _dispute_too_old(db: BankDB, rng: np.random.Generator) -> ToolTask | None:
         return None
     account, charge = pick(rng, old)
     reason = pick(rng, sorted(DISPUTE_REASONS))
-    return ToolTask(
+    return refusal(
         1,
         f"{_hello(customer)} I want to dispute {_charge(charge)}: {DISPUTE_REASONS[reason]}.",
-        (*_verify(customer), call("list_transactions", account_id=account.account_id)),
-        report=(reason_fact(TOO_OLD, f"the purchase is more than {DISPUTE_WINDOW_DAYS} days old"),),
+        _verify(customer),
+        call("list_transactions", account_id=account.account_id),
+        call("dispute_transaction", transaction_id=charge.transaction_id),
+        reason_fact(TOO_OLD, f"the purchase is more than {DISPUTE_WINDOW_DAYS} days old"),
         goal=f"dispute {charge.transaction_id} ({reason})",
     )
 
@@ -570,12 +591,14 @@ def _second_savings(db: BankDB, rng: np.random.Generator) -> ToolTask | None:
     amount = _amount(rng, source.balance)
     if amount is None:
         return None
-    return ToolTask(
+    return refusal(
         2,
         f"{_hello(customer)} Please open a savings account for me and move {money(amount)} into "
         f"it from my checking account {source.account_id}. What's the new account's number?",
-        (*_verify(customer), call("list_accounts", customer_id=customer.customer_id)),
-        report=(reason_fact(SAVINGS_HELD, "you already hold a savings account"),),
+        _verify(customer),
+        call("list_accounts", customer_id=customer.customer_id),
+        call("open_account", kind="savings"),
+        reason_fact(SAVINGS_HELD, "you already hold a savings account"),
         goal=f"open a savings account and move {money(amount)} into it",
     )
 

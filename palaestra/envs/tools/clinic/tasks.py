@@ -16,7 +16,15 @@ from __future__ import annotations
 import numpy as np
 
 from palaestra.core.tool_calls import ToolCall
-from palaestra.envs.tools.backend import Template, ToolTask, UserFact, call, draw_task, pick
+from palaestra.envs.tools.backend import (
+    Template,
+    ToolTask,
+    UserFact,
+    call,
+    draw_task,
+    pick,
+    refusal,
+)
 from palaestra.envs.tools.checks import Forbidden
 from palaestra.envs.tools.clinic.database import (
     DOCTOR_LAST_NAMES,
@@ -84,8 +92,8 @@ def _identify(patient: Patient) -> ToolCall:
 
 def _identity(patient: Patient) -> tuple[UserFact, ...]:
     return (
-        UserFact(NAME, f"I'm {patient.full_name}."),
-        UserFact(BIRTH, f"I was born on {patient.date_of_birth}."),
+        UserFact(NAME, f"I'm {patient.full_name}.", needed_by=("find_patient",)),
+        UserFact(BIRTH, f"I was born on {patient.date_of_birth}.", needed_by=("find_patient",)),
     )
 
 
@@ -396,22 +404,23 @@ def _cancel_late(db: ClinicDB, rng: np.random.Generator, level: int) -> ToolTask
     patient, doctor = db.patients[appointment.patient_id], db.doctors[appointment.doctor_id]
     why = reason_fact(NOTICE, f"the appointment on {_at(appointment)} starts in less than 24 hours")
     goal = f"cancel the appointment with {doctor.name} on {_when(appointment.date)}"
-    actions = (_identify(patient), call("list_appointments", patient_id=patient.patient_id))
+    grounds = (
+        call("list_appointments", patient_id=patient.patient_id),
+        call("cancel_appointment", appointment_id=appointment.appointment_id),
+    )
     if level == 1:
-        return ToolTask(
-            1,
+        request = (
             f"Hi, {_who(patient)} Please cancel my appointment with {_dr(doctor)} on "
-            f"{_at(appointment)}.",
-            actions,
-            report=(why,),
-            goal=goal,
+            f"{_at(appointment)}."
         )
-    return ToolTask(
+        return refusal(1, request, (_identify(patient),), *grounds, why, goal=goal)
+    return refusal(
         3,
         "Hello, I can't make one of my appointments and need to cancel it.",
-        actions,
+        (_identify(patient),),
+        *grounds,
+        why,
         facts=(*_identity(patient), UserFact(WHICH, f"It's my appointment with {_dr(doctor)}.")),
-        report=(why,),
         goal=goal,
     )
 
@@ -432,12 +441,14 @@ def _book_ineligible(db: ClinicDB, rng: np.random.Generator) -> ToolTask | None:
         why = reason_fact(AGE, "pediatrics sees only patients under 18")
     else:
         why = reason_fact(REFERRAL, f"{specialty} needs a referral on file, and you have none")
-    return ToolTask(
+    return refusal(
         2,
         f"Hi, {_who(patient)} I'd like the earliest free appointment with "
         f"{SPECIALISTS[specialty]} on {_when(day)}. What time is it, and with which doctor?",
-        (_identify(patient), call("get_patient", patient_id=patient.patient_id)),
-        report=(why,),
+        (_identify(patient),),
+        call("get_patient", patient_id=patient.patient_id),
+        call("book_appointment", patient_id=patient.patient_id),
+        why,
         goal=f"the earliest free time with {SPECIALISTS[specialty]} on {_when(day)}",
     )
 

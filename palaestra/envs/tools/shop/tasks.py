@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from palaestra.envs.tools.backend import ToolTask, UserFact, call, draw_task, pick
+from palaestra.envs.tools.backend import ToolTask, UserFact, call, draw_task, pick, refusal
 from palaestra.envs.tools.facts import ITEM, NameKind, Vocabulary, reason_fact
 from palaestra.envs.tools.people import random_address
 from palaestra.envs.tools.shop.database import (
@@ -26,6 +26,7 @@ WHICH = (
 )  # fmt: skip
 REFUND, REASON = ("refund", "payment method", "money back"), ("reason", "why")
 TOPICS = (EMAIL, NAME, ZIP, WHICH, REFUND, REASON)
+BY_NAME = "find_user_id_by_name_zip"
 """Every group of words a shop customer's facts are asked by."""
 NOT_PENDING, OUT_OF_STOCK = "not pending", "out of stock"
 VOCABULARY = Vocabulary(
@@ -161,7 +162,7 @@ def _return(db: ShopDB, rng: np.random.Generator, level: int) -> ToolTask | None
         f"Hi, I'm {user.first_name}. I want to return some things I received.",
         actions,
         facts=(
-            UserFact(EMAIL, f"My email is {user.email}."),
+            UserFact(EMAIL, f"My email is {user.email}.", needed_by=("find_user_id_by_email",)),
             UserFact(WHICH, f"It's {_describe(chosen)}; nothing else from that order.",
                      needed_by=(returning,)),
             UserFact(REFUND, f"Please refund it to {method_name}.", needed_by=(returning,)),
@@ -239,8 +240,8 @@ def _cancel_by_item(db: ShopDB, rng: np.random.Generator) -> ToolTask | None:
             call(cancelling, order_id=order.order_id, reason=reason),
         ),
         facts=(
-            UserFact(NAME, f"I'm {user.first_name} {user.last_name}."),
-            UserFact(ZIP, f"My zip code is {zip_code}."),
+            UserFact(NAME, f"I'm {user.first_name} {user.last_name}.", needed_by=(BY_NAME,)),
+            UserFact(ZIP, f"My zip code is {zip_code}.", needed_by=(BY_NAME,)),
             UserFact(WHICH, f"It's the order with the {item.name}.", needed_by=(cancelling,)),
             UserFact(REASON, f"It was {reason}.", needed_by=(cancelling,)),
         ),
@@ -283,30 +284,32 @@ def _cancel_shipped(db: ShopDB, rng: np.random.Generator, level: int) -> ToolTas
     why = reason_fact(NOT_PENDING, f"order {order.order_id} is already {order.status}")
     goal = f"cancel order {order.order_id} ({reason})"
     if level == 1:
-        return ToolTask(
+        return refusal(
             1,
             _cancel_request(user, order, reason),
-            (call("find_user_id_by_email", email=user.email),
-             call("get_order_details", order_id=order.order_id)),
-            report=(why,),
+            (call("find_user_id_by_email", email=user.email),),
+            call("get_order_details", order_id=order.order_id),
+            call("cancel_pending_order", order_id=order.order_id),
+            why,
             goal=goal,
         )  # fmt: skip
     item = pick(rng, order.items)
     if _named_elsewhere(db, user, order, [item]):
         return None
-    return ToolTask(
+    return refusal(
         3,
         "Hello, I need to cancel an order that hasn't shipped yet.",
         (call("find_user_id_by_name_zip", first_name=user.first_name,
-              last_name=user.last_name, zip=user.address.zip),
-         call("get_order_details", order_id=order.order_id)),
+              last_name=user.last_name, zip=user.address.zip),),
+        call("get_order_details", order_id=order.order_id),
+        call("cancel_pending_order", order_id=order.order_id),
+        why,
         facts=(
-            UserFact(NAME, f"I'm {user.first_name} {user.last_name}."),
-            UserFact(ZIP, f"My zip code is {user.address.zip}."),
+            UserFact(NAME, f"I'm {user.first_name} {user.last_name}.", needed_by=(BY_NAME,)),
+            UserFact(ZIP, f"My zip code is {user.address.zip}.", needed_by=(BY_NAME,)),
             UserFact(WHICH, f"It's the order with the {item.name}."),
             UserFact(REASON, f"It was {reason}."),
         ),
-        report=(why,),
         goal=goal,
     )  # fmt: skip
 
@@ -325,13 +328,14 @@ def _exchange_out_of_stock(db: ShopDB, rng: np.random.Generator) -> ToolTask | N
         return None
     wanted = ", ".join(f"{key} {value}" for key, value in pick(rng, gone).options.items())
     _, method_name = pick(rng, _refund_targets(user, order))
-    return ToolTask(
+    return refusal(
         2,
         _exchange_request(user, order, item, wanted, method_name),
         (call("find_user_id_by_email", email=user.email),
-         call("get_order_details", order_id=order.order_id),
-         call("get_product_details", product_id=product.product_id)),
-        report=(reason_fact(OUT_OF_STOCK, f"the {product.name} with {wanted} is out of stock"),),
+         call("get_order_details", order_id=order.order_id)),
+        call("get_product_details", product_id=product.product_id),
+        call("exchange_delivered_order_items", order_id=order.order_id),
+        reason_fact(OUT_OF_STOCK, f"the {product.name} with {wanted} is out of stock"),
         goal=f"exchange {item.name} in {order.order_id} for {wanted}",
     )  # fmt: skip
 
