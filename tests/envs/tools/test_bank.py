@@ -543,6 +543,7 @@ def play(env, seed: int) -> float:
         ),
     ],
 )  # fmt: skip
+@pytest.mark.slow  # the default run plays the oracle on fewer seeds (test_attacks.py)
 def test_oracle_solves_100_seeded_episodes_of_every_kind(env_id, writes):
     env = palaestra.make(env_id)
     writing = {t.name for t in env.unwrapped.backend.tools() if t.writes}

@@ -97,6 +97,7 @@ def play_oracle(env: palaestra.Env, seed: int, **options: object) -> float:
 # -- the oracle and the task generator -----------------------------------------------------
 
 
+@pytest.mark.slow  # the default run plays the oracle on fewer seeds (test_attacks.py)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_oracle_solves_a_hundred_seeds(variant: str) -> None:
     env = palaestra.make(variant)

@@ -62,6 +62,7 @@ def seed_where(env, predicate, limit=200) -> int:
     raise AssertionError("no seed found")
 
 
+@pytest.mark.slow  # the default run plays the oracle on fewer seeds (test_attacks.py)
 @pytest.mark.parametrize("env_id", ["tools:Shop-Easy-v0", "tools:Shop-v0", "tools:Shop-Hard-v0"])
 def test_oracle_solves_100_seeded_episodes(env_id):
     env = palaestra.make(env_id)
