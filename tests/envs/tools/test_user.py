@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import palaestra
-from palaestra.envs.tools.user import FACTS_PER_REPLY, YES, Progress, ScriptedUser
+from palaestra.envs.tools.user import YES, Progress, ScriptedUser
 
 HARD = ("tools:Shop-Hard-v0", "tools:Bank-Hard-v0", "tools:Clinic-Hard-v0")
 NOT_DONE = Progress(database_done=False, reported=False)
@@ -71,9 +71,10 @@ def test_two_facts_a_reply_and_nothing_for_a_questionnaire(env_id):
     for task in tasks(env_id, range(10)):
         user = started(task)
         asked = [fact.topics[0] for fact in task.facts[:3]]
+        assert len(asked) == 3
         reply = user.respond(f"Could you tell me: {', '.join(asked)}?", NOT_DONE)
         told = [fact for fact in task.facts if fact.text in reply.text]
-        assert len(told) == min(FACTS_PER_REPLY, len(asked))
+        assert len(told) == 2
         everything = ", ".join(group[0] for group in task.topics)
         fresh = started(task)
         reply = fresh.respond(f"Could you tell me: {everything}?", NOT_DONE)
