@@ -9,7 +9,8 @@ actions with tool calls run them against the episode's database and get the resu
 Each episode draws its database from the reset seed (``db_seed=None``; an int pins one
 database): ids, names, amounts and answers vary per seed, and seeds from the trainer's
 ``eval_first_seed`` (1,000,000) on give databases no training seed below it gives. Recently
-built databases are cached (a GRPO group replays one seed several times).
+built databases and recently drawn tasks are cached (a GRPO group replays one seed several
+times).
 
 Reward: 1 when the conversation ends with (a) the database equal to the reference actions'
 replay on a fresh copy, (b) every required fact told to the user and no value made up
@@ -27,6 +28,9 @@ import functools
 import importlib
 import inspect
 import json
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -103,6 +107,36 @@ def shown_by_the_prompt(backend: type[Backend]) -> Values:
     ``'#W1000'``, the daily limit)."""
     schemas = json.dumps([t.schema for t in backend().tools()])
     return shown(f"{backend.policy}\n{schemas}", backend.vocabulary)
+
+
+class RecentDraws:
+    """The tasks drawn last (a thread-safe LRU): a GRPO group replays one seed several times,
+    and the draw and its replay cost as much as the rest of a reset."""
+
+    def __init__(self, size: int = 64):
+        self.size = size
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+            return self._items.get(key)
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+RECENT_DRAWS = RecentDraws()
+
+
+def _state_key(rng: np.random.Generator) -> str:
+    return json.dumps(rng.bit_generator.state, sort_keys=True)
 
 
 def make_user(user: str | SimulatedUser) -> SimulatedUser:
@@ -212,8 +246,22 @@ class ToolUseEnv(TurnBasedEnv):
         return shown_by_the_prompt(self.backend_type)
 
     def _draw_task(self, level: int) -> ToolTask:
-        """A task of ``level`` over the episode's database, completed; tasks whose request or
-        user facts already state a fact to tell are drawn again."""
+        """A task of ``level`` over the episode's database, completed (see :meth:`_draw`); the
+        same database, level and generator state give the same task, so a recent draw is
+        reused (with the generator moved on as the draw moved it)."""
+        key = (self.backend_type, self._episode_db, level, _state_key(self.np_random))
+        drawn = RECENT_DRAWS.get(key)
+        if drawn is None:
+            task = self._draw(level)
+            drawn = (task, self._expected, self.np_random.bit_generator.state)
+            RECENT_DRAWS.put(key, drawn)
+        task, self._expected, state = drawn
+        self.np_random.bit_generator.state = state
+        return task
+
+    def _draw(self, level: int) -> ToolTask:
+        """Draw a task of ``level`` over the episode's database and replay it; tasks whose
+        request or user facts already state a fact to tell are drawn again."""
         db = database(self.backend_type, self._episode_db)
         initial = snapshot(self.backend_type, self._episode_db)
         for _ in range(MAX_DRAWS):

@@ -23,7 +23,10 @@ def task_key(task) -> tuple:
     return task.request, tuple(fact.text for fact in task.facts), actions
 
 
-@pytest.mark.parametrize("seeds", [40, pytest.param(1000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "seeds",
+    [40, pytest.param(1000, marks=[pytest.mark.slow, pytest.mark.timeout(3600)])],
+)  # 1,000 databases built: minutes on 2 shared cores
 @pytest.mark.parametrize("env_id", IDS)
 def test_tasks_are_distinct_refusals_are_drawn_and_no_request_holds_its_answer(env_id, seeds):
     env = palaestra.make(env_id)
