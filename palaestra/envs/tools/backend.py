@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -296,28 +295,6 @@ def replay(
         if output.startswith("error:"):
             raise ValueError(f"reference action {action} was refused: {output}")
     return backend.db
-
-
-_SEPARATORS = re.compile(r"[^a-z0-9$.,:@#-]+")
-
-
-def words(text: str) -> list[str]:
-    """Lowercase words of ``text``, trailing punctuation dropped (``"$42.50."`` -> ``"$42.50"``)."""
-    stripped = (word.rstrip(".,:-") for word in _SEPARATORS.split(text.lower()))
-    return [word for word in stripped if word]
-
-
-def mentions(text: str, phrase: str) -> bool:
-    """Whether ``phrase`` appears in ``text`` as whole words (case and punctuation ignored).
-
-    >>> mentions("Your refund is $42.50.", "$42.50"), mentions("$142.50", "$42.50")
-    (True, False)
-    """
-    needle, haystack = words(phrase), words(text)
-    size = len(needle)
-    return bool(needle) and any(
-        haystack[i : i + size] == needle for i in range(len(haystack) - size + 1)
-    )
 
 
 def money(amount: float) -> str:

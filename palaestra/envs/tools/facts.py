@@ -123,7 +123,7 @@ def digits_fact(digits: str, what: str) -> Fact:
 
 def name_fact(kind: str, name: str, what: str, text: str | None = None) -> Fact:
     """A name (``"Alice Chen"``, said as ``text``, say ``"Dr. Alice Chen"``)."""
-    return Fact(kind, _plain(name), text or name, what)
+    return Fact(kind, plain(name), text or name, what)
 
 
 def reason_fact(code: str, text: str) -> Fact:
@@ -172,11 +172,11 @@ def values(text: str, vocabulary: Vocabulary = Vocabulary()) -> Values:
     rest = _take(_CLOCK, rest, found[TIME], _time_of)
     rest = _take(_FOUR_DIGITS, rest, found[DIGITS], lambda m: m.group())
     _take(_NUMBER, rest, found[NUMBER], lambda m: _normal_number(m.group()))
-    plain = _plain(text)
+    lowered = plain(text)
     for kind in vocabulary.names:
-        found[kind.kind] = _names(plain, kind)
+        found[kind.kind] = _names(lowered, kind)
     found[REASON] = {
-        code for code, phrases in vocabulary.reasons.items() if _phrases(phrases).search(plain)
+        code for code, phrases in vocabulary.reasons.items() if has_phrase(lowered, phrases)
     }
     return found
 
@@ -232,18 +232,27 @@ def _normal_number(text: str) -> str:
     return str(int(digits)) if digits.isdigit() else digits
 
 
-def _plain(text: str) -> str:
+def plain(text: str) -> str:
     """Lowercase words joined by single spaces (``"Dr. Alice-Chen"`` -> ``"dr alice chen"``)."""
     return " ".join(_WORD.findall(text.lower().replace("-", " ")))
 
 
+def has_phrase(plain_text: str, phrases: Iterable[str]) -> bool:
+    """Whether a :func:`plain` text holds one of ``phrases`` as whole words.
+
+    >>> has_phrase(plain("Should I update your file?"), ["date"])
+    False
+    """
+    return bool(_phrases(tuple(phrases)).search(plain_text))
+
+
 def _alternatives(phrases: Iterable[str]) -> str:
-    return "|".join(re.escape(_plain(phrase)) for phrase in sorted(phrases, key=len, reverse=True))
+    return "|".join(re.escape(plain(phrase)) for phrase in sorted(phrases, key=len, reverse=True))
 
 
 @functools.lru_cache(maxsize=64)
 def _phrases(phrases: tuple[str, ...]) -> re.Pattern[str]:
-    """Any of ``phrases`` as whole words in a :func:`_plain` text."""
+    """Any of ``phrases`` as whole words in a :func:`plain` text."""
     return re.compile(rf"(?<![\w'])(?:{_alternatives(phrases)})(?![\w'])")
 
 
@@ -253,14 +262,14 @@ def _name_pattern(kind: NameKind) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w']){first}(?P<name>{_alternatives(kind.names)})(?![\w'])")
 
 
-def _names(plain: str, kind: NameKind) -> set[str]:
-    """Names of ``kind`` in a :func:`_plain` text: ``"first last"`` where a first name precedes
+def _names(text: str, kind: NameKind) -> set[str]:
+    """Names of ``kind`` in a :func:`plain` text: ``"first last"`` where a first name precedes
     the surname, else the surname; a surname also named in full counts once."""
     found = {
         f"{match.group('first') or ''} {match.group('name')}".strip()
         if kind.first_names
         else match.group("name")
-        for match in _name_pattern(kind).finditer(plain)
+        for match in _name_pattern(kind).finditer(text)
     }
     if not kind.first_names:
         return found

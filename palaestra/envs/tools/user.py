@@ -29,8 +29,8 @@ from typing import Protocol, runtime_checkable
 
 from palaestra.agents.base import Agent, Conversation, next_action
 from palaestra.core.messages import Message
-from palaestra.envs.tools.backend import ToolTask, UserFact, words
-from palaestra.envs.tools.facts import GRADED, Values, merge, shown, values
+from palaestra.envs.tools.backend import ToolTask, UserFact
+from palaestra.envs.tools.facts import GRADED, Values, has_phrase, merge, plain, shown, values
 
 STOP = "###STOP###"
 FACTS_PER_REPLY = 2
@@ -86,22 +86,16 @@ CONFIRMATION_CUES = (
 )  # fmt: skip
 
 
-def questions(message: str) -> list[list[str]]:
-    """The words of each sentence of ``message`` that asks something (ends with ``?``)."""
+def questions(message: str) -> list[str]:
+    """The sentences of ``message`` that ask something (end with ``?``), as :func:`plain`
+    text."""
     sentences = re.split(r"(?<=[.!?])\s+|\n+", message)
-    return [words(sentence) for sentence in sentences if sentence.strip().endswith("?")]
+    return [plain(sentence) for sentence in sentences if sentence.strip().endswith("?")]
 
 
-def asks(asked: Sequence[list[str]], topics: Sequence[str]) -> bool:
+def asks(asked: Sequence[str], topics: Sequence[str]) -> bool:
     """Whether one of the ``asked`` questions holds one of ``topics`` as whole words."""
-    return any(_holds(question, words(topic)) for question in asked for topic in topics)
-
-
-def _holds(haystack: list[str], needle: list[str]) -> bool:
-    size = len(needle)
-    return bool(needle) and any(
-        haystack[i : i + size] == needle for i in range(len(haystack) - size + 1)
-    )
+    return any(has_phrase(question, topics) for question in asked)
 
 
 def goal_values(task: ToolTask) -> Values:
@@ -151,7 +145,7 @@ class ScriptedUser:
             return UserTurn("That's a lot of questions at once. What do you need first?")
         return UserTurn(self._idle_reply(message, asked, task))
 
-    def _idle_reply(self, message: str, asked: list[list[str]], task: ToolTask) -> str:
+    def _idle_reply(self, message: str, asked: list[str], task: ToolTask) -> str:
         repeated = [f.text for f in task.facts if f in self.told and asks(asked, f.topics)]
         if repeated:
             return "As I said: " + " ".join(repeated)

@@ -13,7 +13,7 @@ import palaestra
 from palaestra.agents.base import Action, Conversation
 from palaestra.agents.simple import OracleAgent
 from palaestra.core.tool_calls import ToolCall, format_tool_call
-from palaestra.envs.tools.backend import mentions, state_hash
+from palaestra.envs.tools.backend import state_hash
 from palaestra.envs.tools.env import MAX_MESSAGE_CHARS, DomainTools, ToolUseEnv, oracle_calls
 from palaestra.envs.tools.shop import Shop
 from palaestra.envs.tools.user import STOP, AgentUser, Progress
@@ -197,12 +197,6 @@ def test_required_facts_must_be_told_within_the_message_cap():
     assert not terminated and reward == 0.0
     _, reward, terminated, *_ = env.step(f"Done: {fact.text}.")
     assert terminated and reward == 1.0
-
-
-def test_mentions_needs_whole_words():
-    assert mentions("Refunded $42.50 to your card.", "$42.50")
-    assert not mentions("Refunded $142.50.", "$42.50") and not mentions("$42.500", "$42.50")
-    assert not mentions("anything", "")
 
 
 # -- the policy, enforced by the tools -------------------------------------------------------
