@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from palaestra.integrations.trajectory import TokenTrajectory
+from palaestra.integrations.trajectory import EpisodeRunner, TokenTrajectory
 from palaestra.integrations.verl import play_row, task_rows
 from palaestra.trainers import tiny
 
@@ -70,13 +70,12 @@ def play_rows(seeds: range = range(4)) -> list[TokenTrajectory]:
     tokenizer = tiny.train_tokenizer(env_texts, vocab_size=320)
     server = BinarySearchServer(tokenizer)
 
+    runner = EpisodeRunner(tokenizer, max_response_tokens=1024)  # rollout.response_length
+
     async def play_all() -> list[TokenTrajectory]:
         rows = task_rows(ENV_ID, seeds)
         return [
-            await play_row(
-                server, tokenizer, {"temperature": 1.0}, row["extra_info"], response_length=1024
-            )
-            for row in rows
+            await play_row(runner, server, {"temperature": 1.0}, row["extra_info"]) for row in rows
         ]
 
     return asyncio.run(play_all())
