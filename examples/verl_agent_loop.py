@@ -1,5 +1,9 @@
 """verl: palaestra envs in verl's agent loop, token-exact, multi-turn.
 
+This script does not train: verl's trainer needs a GPU stack (CUDA vLLM or SGLang, ray,
+FSDP/Megatron). It plays rows through the loop's body with a binary-search stand-in for the
+model and prints what verl would receive; a GPU run is the command below.
+
 ``palaestra.integrations.verl`` registers agent loop ``"palaestra"`` in verl (when verl is
 installed); rows from ``task_rows`` select it and name the env and seed. In a verl run::
 
@@ -12,10 +16,9 @@ installed); rows from ``task_rows`` select it and name the env and seed. In a ve
     # agent_loops.yaml: - name: palaestra
     #                     _target_: palaestra.integrations.verl.PalaestraAgentLoop
 
-verl needs a GPU stack, so this script runs the loop's body (``play_row``, which is all
-``PalaestraAgentLoop.run`` does) against a stand-in for verl's server manager that answers
-as verl's does (a ``TokenOutput`` with token ids and logprobs), with a binary-search policy in
-place of the model, and prints what verl would receive.
+The loop's body is ``play_row`` (all ``PalaestraAgentLoop.run`` adds is reading verl's
+config); the stand-in for verl's server manager answers as verl's does (a ``TokenOutput``
+with token ids and logprobs).
 
     python examples/verl_agent_loop.py
 """

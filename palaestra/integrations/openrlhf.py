@@ -1,4 +1,4 @@
-"""OpenRLHF: an agent executor (``--agent_func_path``) that plays palaestra envs, token-exact.
+"""OpenRLHF: an agent executor (``--train.agent_func_path``) that plays palaestra envs, token-exact.
 
 OpenRLHF's multi-turn agents run through an ``AgentExecutor`` class in a user file, which
 OpenRLHF builds with no arguments (it must subclass ``AgentExecutorBase``). Its rollout actor
@@ -44,7 +44,7 @@ except ImportError:  # OpenRLHF needs CUDA to install; the executor keeps its in
 def task_rows(
     env_id: str, seeds: Iterable[int], *, env_kwargs: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """OpenRLHF dataset rows (``--input_key prompt --label_key label``), one per seed: the
+    """OpenRLHF dataset rows (``--data.input_key prompt --data.label_key label``), one per seed: the
     env's opening messages as ``prompt`` and the task as a JSON ``label``."""
     return [
         {"prompt": messages, "label": json.dumps(task)}
