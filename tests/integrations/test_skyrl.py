@@ -1,8 +1,9 @@
 """palaestra envs as skyrl-gym BaseTextEnvs: SkyRL's init/step contract, multi-turn and tools.
 
-skyrl-gym is the real package; SkyRL's trainer (``skyrl.train``, a GPU stack) is not
-installed, so :func:`skyrl_rollout` repeats what its ``SkyRLGymGenerator.agent_loop`` does
-with an env (skyrl/train/generators/skyrl_gym_generator.py at NovaSky-AI/SkyRL a956457:
+skyrl-gym is the real package; SkyRL's trainer (``skyrl.train``; skyrl 0.3.0 on PyPI) does not
+import on Python 3.11 (its generator module needs 3.12) and pins a GPU stack, so
+:func:`skyrl_rollout` repeats what its ``SkyRLGymGenerator.agent_loop`` does
+with an env (skyrl/train/generators/skyrl_gym_generator.py at NovaSky-AI/SkyRL a9564572:
 ``env_extras["max_turns"] = generator max_turns``, ``skyrl_gym.make``, ``init``, ``step``
 until ``done``, ``get_metrics``, ``close``) on rows read as its ``PromptDataset`` reads them
 (``datasets.load_dataset("parquet")``, the row minus ``prompt`` and ``env_class`` as extras).
