@@ -5,16 +5,18 @@ of the CPU demo's env (a small sum with two attempts: a wrong first answer gets 
 correct, try again" and a second turn) with the model being trained, generating each round
 of turns with TRL's own generation, and hands TRL the token-exact sequences with an
 ``env_mask`` that keeps the env's feedback out of the loss. The episode's return is the
-reward. Each step trains on 8 groups (tasks) of 4 episodes, so some group has rewards that
-differ and the gradient is not zero; the script prints the reward and gradient norm of every
-step and the mean reward of the first and last quarter of the run.
+reward. Each step rolls out 16 groups (tasks) of 4 episodes and takes two optimizer steps on
+them, 8 groups each, so some group has rewards that differ and no gradient is zero (the
+recipe of ``palaestra train --preset cpu-demo``); the script prints the reward of every step,
+the gradient norm of every optimizer step and the mean reward of the first and last quarter
+of the run.
 
 A random-init model never answers right, so every episode would score 0 and GRPO would have
 nothing to learn from: the script first warms the model up with a little SFT on the oracle's
 answers (palaestra's ``collect_demonstrations``/``train_sft``, as ``palaestra train --preset
 cpu-demo`` does), stopping early so the model is right only part of the time, then trains it
-with TRL. A small learning rate and AdamW's epsilon at 1e-5 keep the policy from collapsing
-to one answer per sum within a few steps.
+with TRL. AdamW's epsilon at 1e-5 keeps the policy from collapsing to one answer per sum
+within a few steps (with the default 1e-8 it did, at this learning rate).
 
     python examples/trl_grpo.py --steps 30 --output-dir runs/trl_grpo
 """
@@ -36,15 +38,16 @@ def build_trainer(
     output_dir: Path,
     *,
     steps: int,
-    groups: int = 8,
+    groups: int = 16,
     group_size: int = 4,
     sft_steps: int = demo.SFT_MAX_STEPS,
-    learning_rate: float = 3e-4,
+    learning_rate: float = 5e-4,
     seed: int = 0,
 ) -> Any:
     """A ``GRPOTrainer`` over a tiny Qwen2 (warmed up by SFT on oracle episodes, as in
-    ``palaestra.trainers.demo``) and :class:`EnvRollout`, ``groups`` tasks of ``group_size``
-    episodes per step; ``sft_steps=0`` keeps the random init."""
+    ``palaestra.trainers.demo``) and :class:`EnvRollout`: ``steps`` rollouts of ``groups``
+    tasks of ``group_size`` episodes, two optimizer steps each; ``sft_steps=0`` keeps the
+    random init."""
     from trl import GRPOConfig, GRPOTrainer
 
     tokenizer = tiny.train_tokenizer(demo.env_texts(), vocab_size=demo.VOCAB_SIZE)
@@ -65,8 +68,10 @@ def build_trainer(
         print(f"SFT on {len(episodes)} oracle episodes: loss {losses[0]:.2f} -> {losses[-1]:.2f}")
     args = GRPOConfig(
         output_dir=str(output_dir),
-        max_steps=steps,
-        per_device_train_batch_size=groups * group_size,
+        max_steps=2 * steps,
+        # each step's rollouts (groups x group_size episodes) feed two optimizer steps
+        per_device_train_batch_size=groups * group_size // 2,
+        steps_per_generation=2,
         num_generations=group_size,
         max_completion_length=112,  # the whole episode: both answers and the feedback (88)
         generation_kwargs={"max_new_tokens": 8},  # one answer
@@ -86,15 +91,21 @@ def build_trainer(
         model=model,
         reward_funcs=episode_return,
         args=args,
-        train_dataset=task_dataset(ENV_ID, range(4096), env_kwargs=ENV_KWARGS),
+        train_dataset=task_dataset(ENV_ID, range(1024), env_kwargs=ENV_KWARGS),
         processing_class=tokenizer,
         rollout_func=EnvRollout(),
     )
 
 
 def step_records(trainer: Any) -> list[dict[str, float]]:
-    """TRL's log record of each training step."""
+    """TRL's log record of each optimizer step (the first of each pair has the rollouts'
+    ``reward``)."""
     return [record for record in trainer.state.log_history if "grad_norm" in record]
+
+
+def rewards(trainer: Any) -> list[float]:
+    """The mean reward of each step's rollouts."""
+    return [record["reward"] for record in step_records(trainer) if "reward" in record]
 
 
 def main() -> None:
@@ -104,12 +115,11 @@ def main() -> None:
     options = parser.parse_args()
     trainer = build_trainer(options.output_dir, steps=options.steps)
     trainer.train()
-    records = step_records(trainer)
-    for record in records:
+    for record in step_records(trainer):
         print({key: round(record[key], 4) for key in _SHOWN if key in record})
-    window = max(1, len(records) // 4)
-    first = sum(r["reward"] for r in records[:window]) / window
-    last = sum(r["reward"] for r in records[-window:]) / window
+    curve = rewards(trainer)
+    window = max(1, len(curve) // 4)
+    first, last = sum(curve[:window]) / window, sum(curve[-window:]) / window
     print(f"mean reward, first {window} steps: {first:.3f}; last {window} steps: {last:.3f}")
 
 
