@@ -24,6 +24,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import logging
 import sys
 import uuid
 from collections.abc import Iterable, Iterator
@@ -108,6 +109,8 @@ def import_framework(
             f"{package} is not installed (`pip install --no-deps {package}`, see .ci/run)",
             allow_module_level=True,
         )
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     with _stubs_for_missing(missing_ok):
         imported = []
         for name in modules:
@@ -115,4 +118,6 @@ def import_framework(
             if name.startswith("palaestra."):
                 module = importlib.reload(module)
             imported.append(module)
+    root.handlers[:] = handlers  # verl calls logging.basicConfig when imported
+    root.setLevel(level)
     return imported
