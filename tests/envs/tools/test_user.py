@@ -54,14 +54,18 @@ def test_topics_in_statements_or_inside_other_words_tell_nothing(env_id):
 
 
 def test_the_issues_substring_leaks_are_closed():
-    """'update your file' asks no date; 'checking your accounts' asks no account."""
-    for env_id, message in (
-        ("tools:Clinic-Hard-v0", "Should I update your file?"),
-        ("tools:Bank-Hard-v0", "I'm checking your accounts. One moment?"),
+    """'update your file' asks no date; 'checking your accounts' asks no account (tasks that
+    hold the fact each phrase used to leak are among those tried)."""
+    for env_id, message, leaked in (
+        ("tools:Clinic-Hard-v0", "Should I update your file?", "date"),
+        ("tools:Bank-Hard-v0", "I'm checking your accounts. One moment?", "which account"),
     ):
-        for task in tasks(env_id, range(20)):
+        holders = 0
+        for task in tasks(env_id, range(8)):
             reply = started(task).respond(message, NOT_DONE)
             assert all(fact.text not in reply.text for fact in task.facts), (env_id, task.goal)
+            holders += any(leaked in fact.topics for fact in task.facts)
+        assert holders, f"no {env_id} task among those tried holds the fact"
 
 
 @pytest.mark.parametrize("env_id", HARD)
