@@ -133,3 +133,10 @@ def test_the_user_gives_up_after_patience():
     user.start(task)
     replies = [user.respond("Hmm.", NOT_DONE) for _ in range(3)]
     assert [r.stop for r in replies] == [False, False, True]
+
+
+@pytest.mark.parametrize("env_id", HARD)
+def test_every_fact_is_asked_by_one_of_the_domains_topic_groups(env_id):
+    """So a questionnaire of every topic is counted as one (no fact has topics of its own)."""
+    for task in tasks(env_id, range(10)):
+        assert task.facts and all(fact.topics in task.topics for fact in task.facts)
