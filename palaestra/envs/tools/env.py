@@ -42,7 +42,7 @@ from palaestra.core.tool_calls import ToolCall
 from palaestra.envs.base import EPISODE_OVER, TurnBasedEnv, difficulty_preset
 from palaestra.envs.tool_env import ToolEnv
 from palaestra.envs.tools.backend import Backend, ToolTask, chunks, replay, state_diff
-from palaestra.envs.tools.checks import Before, Call, matches
+from palaestra.envs.tools.checks import Before, Call, Required, matches
 from palaestra.envs.tools.facts import REASON, Fact, Values, judge, merge, shown, values
 from palaestra.envs.tools.user import (
     FACTS_PER_REPLY,
@@ -439,7 +439,8 @@ class DomainTools(ToolEnv):
 
 
 def oracle_calls(task: ToolTask) -> list[ToolCall]:
-    """The reference actions, each preceded by the reads its :class:`Before` checks want."""
+    """The reference actions, each preceded by the reads its :class:`Before` checks want, and
+    the calls :class:`Required` checks want before the last one."""
     calls: list[ToolCall] = []
     for action in task.actions:
         made = Call(action.name, action.arguments, accepted=True, writes=True)
@@ -447,4 +448,5 @@ def oracle_calls(task: ToolTask) -> list[ToolCall]:
             if isinstance(check, Before) and matches(check.then, made) and check.first not in calls:
                 calls.append(check.first)
         calls.append(action)
-    return calls
+    required = [c.call for c in task.checks if isinstance(c, Required) and c.call not in calls]
+    return [*calls[:-1], *required, *calls[-1:]]

@@ -530,3 +530,16 @@ def _full_attempt(env: DomainTools, attempt: ToolCall) -> ToolCall | None:
         "cancel_appointment": {},
     }.get(attempt.name)
     return None if more is None else ToolCall(attempt.name, {**attempt.arguments, **more})
+
+
+def test_a_waitlist_without_looking_at_the_day_scores_zero():
+    """The patient wants a free time if there is one: the day is looked up first (a
+    :class:`Required` check), even though the tool refuses to waitlist a day with free slots."""
+
+    def applies(env: DomainTools) -> bool:
+        return task_of(env).actions[-1].name == "join_waitlist"
+
+    for env, seed in episodes("tools:Clinic-v0", applies, 2):
+        assert score(env, solve(env, calls=list(task_of(env).actions))) == 0.0
+        env.reset(seed=seed)
+        assert score(env, solve(env)) == 1.0

@@ -25,7 +25,7 @@ from palaestra.envs.tools.backend import (
     pick,
     refusal,
 )
-from palaestra.envs.tools.checks import Forbidden
+from palaestra.envs.tools.checks import Forbidden, Required
 from palaestra.envs.tools.clinic.database import (
     DOCTOR_LAST_NAMES,
     FIRST_NAMES,
@@ -382,8 +382,9 @@ def _waitlist(db: ClinicDB, rng: np.random.Generator) -> ToolTask | None:
                 "join_waitlist", patient_id=patient.patient_id, doctor_id=doctor.doctor_id, date=day
             ),
         ),
+        checks=(Required(call("find_available_slots", doctor_id=doctor.doctor_id, date=day)),),
         goal=f"an appointment with {doctor.name} on {_when(day)}, else that day's waitlist",
-    )
+    )  # the day is looked up (the patient wants a free slot if there is one)
 
 
 # -- requests the policy refuses -------------------------------------------------------------
