@@ -63,7 +63,8 @@ class Retriever:
         raise NotImplementedError
 
     def search(self, query: str, k: int = 3) -> list[Doc]:
-        """The top ``k`` documents for ``query``, best first (fewer when fewer match)."""
+        """The top ``k`` documents for ``query``, best first (fewer only when the corpus has
+        fewer)."""
         return self.search_many([query], k)[0]
 
     async def asearch(self, query: str, k: int = 3) -> list[Doc]:
