@@ -12,6 +12,12 @@ That is independent of the real history, so templates that rewrite earlier turns
 drops the ``<think>`` block of every assistant turn before the last user message) cannot
 break it, and the cost per turn does not grow with the history.
 
+An observation that continues the assistant's message (``info["role"] == "assistant"``,
+Search-R1's ``<information>`` blocks) is appended as the tokens of its text alone: no
+end-of-turn marker, no new message, no generation prompt, since the policy goes on writing
+the same message. That is what the template renders for the joined message, and what
+Search-R1 appends (its observation string tokenized on its own).
+
 Where the sequence differs from ``apply_chat_template(full_history)``, by design:
 
 * earlier assistant turns keep exactly what the policy generated (Qwen3's template would strip
@@ -26,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from palaestra.agents.base import Action
+from palaestra.core.messages import CONTINUE_ROLE
 from palaestra.core.types import Episode, Message
 
 _SENTINEL = "PALAESTRA_ASSISTANT_SENTINEL"
@@ -83,7 +90,10 @@ class ChatTokenizer:
 
         Includes the end-of-turn text the completion lacks (none when its last token is the
         template's end-of-turn token, e.g. ``<|im_end|>``) and the next generation prompt.
+        An observation that continues the assistant's message is its text's tokens alone.
         """
+        if messages and all(m["role"] == CONTINUE_ROLE for m in messages):
+            return self.encode("".join(str(m["content"]) for m in messages))
         delta = self._text_after_assistant(messages, add_generation_prompt=True)
         emitted = self._emitted_suffix(completion_ids)
         return self.encode(delta[len(emitted) :])

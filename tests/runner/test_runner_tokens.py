@@ -147,3 +147,32 @@ def test_tokenizer_without_chat_template_is_rejected(qwen25_tokenizer):
     bare.chat_template = None
     with pytest.raises(ValueError, match="no chat template"):
         ChatTokenizer(bare)
+
+
+def test_an_observation_that_continues_the_assistant_message(qwen25_tokenizer):
+    """Search-R1's <information>: appended as its text's tokens inside the same assistant
+    message (no end of turn, no new message), masked, and the policy continues; the sequence
+    is what the template renders for the joined message."""
+    tokenizer = qwen25_tokenizer
+    chat = ChatTokenizer(tokenizer)
+    recorder = TokenRecorder(chat)
+    episode = Episode(env_id="x:Y-v0", seed=0, task="")
+    prompt = list(recorder.start(episode, TASK))
+    action = "<search>25</search>"
+    observation = '\n\n<information>Doc 1(Title: "T") too low</information>\n\n'
+    completion = recorder.add_action(episode, Action(action, chat.encode(action)), 0)
+    new = [{"role": "assistant", "content": observation}]
+    sequence = recorder.add_observation(episode, new, completion, 0)
+    joined = [*TASK, {"role": "assistant", "content": action + observation}]
+    rendered = tokenizer.apply_chat_template(joined, tokenize=False, continue_final_message=True)
+    assert sequence == chat.encode(rendered)
+    assert episode.token_ids[len(prompt) + len(completion) :] == chat.encode(observation)
+    assert episode.loss_mask == [0] * len(prompt) + [1] * len(completion) + [0] * len(
+        chat.encode(observation)
+    )
+    final = recorder.add_action(episode, Action("<answer>37</answer><|im_end|>"), 1)
+    joined[-1]["content"] += "<answer>37</answer>"
+    full = tokenizer.apply_chat_template(joined, tokenize=False)
+    assert (
+        episode.token_ids == chat.encode(full.rstrip("\n")) and final[-1] == episode.token_ids[-1]
+    )

@@ -101,6 +101,11 @@ def test_k_larger_than_the_corpus(tmp_path):
     assert len(BM25Retriever(DOCS, cache_dir=tmp_path).search("engine lovelace babbage", k=50)) == 3
 
 
+class Empty(Retriever):
+    def search_many(self, queries, k):
+        return [[] for _ in queries]
+
+
 class Failing(Retriever):
     def search_many(self, queries, k):
         raise ConnectionError("server down")
@@ -109,7 +114,7 @@ class Failing(Retriever):
 def test_search_tool_budget_wrapping_and_errors(tmp_path):
     tool = SearchTool(BM25Retriever(DOCS, cache_dir=tmp_path), k=1, max_calls=2, wrap="information")
     out = tool.call({"query": "Lovelace"})
-    assert out.startswith("<information>Doc 1(Title: Ada Lovelace)") and out.endswith(
+    assert out.startswith('<information>Doc 1(Title: "Ada Lovelace")') and out.endswith(
         "</information>"
     )
     assert tool.call({"query": "zebra"}).startswith("<information>Doc 1(Title:")
@@ -120,6 +125,9 @@ def test_search_tool_budget_wrapping_and_errors(tmp_path):
         tool.call({"q": "x"}) == "error: search: missing argument 'query'; unexpected argument 'q'"
     )
     assert tool.call({"query": 3}).startswith("error: search: argument 'query'")
+    assert SearchTool(Empty(), wrap="information").call({"query": "x"}) == (
+        "<information>No documents found.</information>"
+    )
     failing = SearchTool(Failing())
     assert failing.call({"query": "x"}) == "error: search failed: ConnectionError: server down"
 

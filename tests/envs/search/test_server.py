@@ -281,9 +281,10 @@ def test_env_searches_through_a_server(server_url):
     observation, _ = env.reset(seed=4)
     policy = env.oracle()
     observation, reward, terminated, _, info = env.step(policy(observation))
-    assert info["role"] == "tool" and observation.startswith("<information>Doc 1(Title:")
-    _, reward, terminated, _, info = env.step(policy(observation))
-    assert terminated and reward == 1.0 and info["success"]
+    assert info["role"] == "assistant" and observation.startswith('\n\n<information>Doc 1(Title: "')
+    while not terminated:
+        observation, reward, terminated, _, info = env.step(policy(observation))
+    assert reward == 1.0 and info["success"]
 
 
 def test_cli_refuses_to_serve_beyond_loopback_without_a_token(monkeypatch):
@@ -305,7 +306,6 @@ def test_env_with_a_simulated_engine():
     )
     env.reset(seed=0)
     observation, *_ = env.step("<search>anything</search>")
-    assert (
-        observation
-        == "<information>Doc 1(Title: Made up) A document the engine wrote.</information>"
+    assert observation == (
+        '\n\n<information>Doc 1(Title: "Made up") A document the engine wrote.</information>\n\n'
     )
