@@ -24,7 +24,7 @@ from palaestra.envs.base import AnswerEnv, Grade
 from palaestra.envs.tool_env import ToolEnv
 from palaestra.tasks import Problem, TaskSource, row_for_reset
 from palaestra.tools.search import Doc, Retriever, RetrieverSpec, SearchTool, make_retriever
-from palaestra.verifiers.qa import exact_match, extract_qa_answer, token_f1
+from palaestra.verifiers.qa import exact_match, extract_qa_answer, hedge_proof_f1, token_f1
 
 SYSTEM_PROMPT = (
     "Answer the question. The facts you need are in a knowledge base that you can search; "
@@ -35,8 +35,9 @@ DEFAULT_MAX_SEARCHES = 8
 
 
 class SearchQA(AnswerEnv):
-    """Questions over a corpus; reward: exact match (``metric="em"``) or token F1 of the
-    final ``<answer>`` against the gold answers.
+    """Questions over a corpus; reward: exact match (``metric="em"``) or the F1 reward that
+    does not pay for hedging (``"f1"``, :func:`~palaestra.verifiers.qa.hedge_proof_f1`) of
+    the final ``<answer>`` against the gold answers; ``info["metrics"]`` also logs SQuAD F1.
 
     ``answer_format="tagged"`` reads the answer from the action (its last ``<answer>`` or
     ``\\boxed{}``, else the whole action); ``"plain"``: the action is the answer (a protocol
@@ -99,7 +100,7 @@ class SearchQA(AnswerEnv):
         answer = action if self.answer_format == "plain" else extract_qa_answer(action)
         em = exact_match(answer, problem.answer)
         f1 = token_f1(answer, problem.answer)
-        score = em if self.metric == "em" else f1
+        score = em if self.metric == "em" else hedge_proof_f1(answer, problem.answer)
         solved = em == 1.0
         return Grade(
             score, solved, "Correct." if solved else "That is not correct.", {"em": em, "f1": f1}
