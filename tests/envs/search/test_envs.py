@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 import palaestra
@@ -9,6 +11,7 @@ from palaestra.agents import Action, Conversation
 from palaestra.envs.search.search_r1 import INVALID_ACTION, search_r1_prompt
 from palaestra.runner import Runner, Task
 from palaestra.testing import check_env
+from palaestra.tools.search import Retriever
 from tests.chat_templates import qwen25_tokenizer  # noqa: F401  (fixture)
 
 
@@ -199,3 +202,34 @@ def test_dataset_env_over_the_shipped_sample():
 def test_dataset_env_needs_a_corpus_or_a_server(tmp_path):
     with pytest.raises(ValueError, match="corpus_path="):
         palaestra.make("search:Dataset-v0", corpus_path=None)
+
+
+class NoDocuments(Retriever):
+    def search_many(self, queries, k):
+        return [[] for _ in queries]
+
+
+class Down(Retriever):
+    def search_many(self, queries, k):
+        raise ConnectionError("server down")
+
+
+@pytest.mark.parametrize("step", ["step", "astep"])
+def test_empty_results_and_failures_in_search_r1s_shape(step):
+    """No documents: Search-R1's empty information block; a failing retriever: the error in
+    the block, and the episode goes on."""
+    for retriever, expected in (
+        (NoDocuments(), "\n\n<information></information>\n\n"),
+        (
+            Down(),
+            "\n\n<information>error: search failed: ConnectionError: server down</information>\n\n",
+        ),
+    ):
+        env = palaestra.make("search:Synthetic-SearchR1-v0", retriever=retriever)
+        env.reset(seed=0)
+        result = getattr(env, step)("<search>q</search>")
+        if step == "astep":
+            result = asyncio.run(result)
+        observation, reward, terminated, truncated, info = result
+        assert observation == expected and not (terminated or truncated)
+        assert info["role"] == "assistant" and reward == 0.0
