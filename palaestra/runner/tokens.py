@@ -15,8 +15,11 @@ break it, and the cost per turn does not grow with the history.
 An observation that continues the assistant's message (``info["role"] == "assistant"``,
 Search-R1's ``<information>`` blocks) is appended as the tokens of its text alone: no
 end-of-turn marker, no new message, no generation prompt, since the policy goes on writing
-the same message. That is what the template renders for the joined message, and what
-Search-R1 appends (its observation string tokenized on its own).
+the same message. If the completion ended its turn (its last token is the template's
+end-of-turn token or EOS), that one token leaves the sequence: the message did not end after
+all. The sequence is then what the template renders for the joined message, and what
+Search-R1 builds (its observation string tokenized on its own, after a response cut at
+``</search>``).
 
 Where the sequence differs from ``apply_chat_template(full_history)``, by design:
 
@@ -32,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from palaestra.agents.base import Action
-from palaestra.core.messages import CONTINUE_ROLE
+from palaestra.core.messages import continues_message
 from palaestra.core.types import Episode, Message
 
 _SENTINEL = "PALAESTRA_ASSISTANT_SENTINEL"
@@ -92,11 +95,22 @@ class ChatTokenizer:
         template's end-of-turn token, e.g. ``<|im_end|>``) and the next generation prompt.
         An observation that continues the assistant's message is its text's tokens alone.
         """
-        if messages and all(m["role"] == CONTINUE_ROLE for m in messages):
+        if continues_message(messages):
             return self.encode("".join(str(m["content"]) for m in messages))
         delta = self._text_after_assistant(messages, add_generation_prompt=True)
         emitted = self._emitted_suffix(completion_ids)
         return self.encode(delta[len(emitted) :])
+
+    def ends_turn(self, completion_ids: list[int]) -> bool:
+        """Whether the completion's last token ends the turn: EOS, or the special token the
+        template writes after an assistant message (``<|im_end|>``, ``<|eot_id|>``)."""
+        if not completion_ids:
+            return False
+        last = completion_ids[-1:]
+        if last[0] == self.tokenizer.eos_token_id:
+            return True
+        special = self.tokenizer.decode(last, skip_special_tokens=True) == ""
+        return special and bool(self._emitted_suffix(last))
 
     def _emitted_suffix(self, completion_ids: list[int]) -> str:
         if not completion_ids:
@@ -144,7 +158,16 @@ class TokenRecorder:
         self, episode: Episode, messages: list[Message], completion_ids: list[int], turn: int
     ) -> list[int]:
         """Record an observation (its messages) as the template delta; returns the whole
-        sequence."""
+        sequence. Before an observation that continues the assistant's message, a last
+        token of the completion that ended the turn is taken out of the sequence."""
+        if continues_message(messages) and self.chat.ends_turn(completion_ids):
+            for values in (
+                episode.token_ids,
+                episode.logprobs,
+                episode.loss_mask,
+                episode.turn_index,
+            ):
+                values.pop()
         ids = self.chat.observation_ids(messages, completion_ids)
         self._append(episode, ids, [0.0] * len(ids), self.observation_mask, turn)
         return episode.token_ids
