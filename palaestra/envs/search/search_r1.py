@@ -37,6 +37,7 @@ from typing import Any, Literal
 from palaestra.core.env import Env, Policy, ResetResult, StepResult
 from palaestra.core.messages import CONTINUE_ROLE
 from palaestra.core.wrappers import Wrapper, truncate_at_limit
+from palaestra.envs.base import EPISODE_OVER
 from palaestra.envs.search.env import SearchQA
 from palaestra.tools.search.base import Doc, passages_text
 from palaestra.tools.search.tool import MAX_OUTPUT_CHARS
@@ -133,6 +134,7 @@ class SearchR1Env(Wrapper):
         self.qa = qa
         self.turn_limit = (env.max_turns or 1) + qa.max_searches
         self.turns = self.searches = self.invalid_actions = 0
+        self.over = True
         low, high = env.reward_range
         self._step_reward = min(max(0.0, low), high)
 
@@ -154,9 +156,12 @@ class SearchR1Env(Wrapper):
 
     def after_reset(self, result: ResetResult, seed: int | None) -> ResetResult:
         self.turns = self.searches = self.invalid_actions = 0
+        self.over = False
         return search_r1_prompt(self.qa.question), result[1]
 
     def step(self, action: str) -> StepResult:
+        if self.over:
+            return EPISODE_OVER, 0.0, True, False, {"role": "user"}
         read = self._begin(action)
         if read.kind == "answer":
             return self._end(self.env.step(read.content))
@@ -169,6 +174,8 @@ class SearchR1Env(Wrapper):
         return self._continue(read, found)
 
     async def astep(self, action: str) -> StepResult:
+        if self.over:
+            return EPISODE_OVER, 0.0, True, False, {"role": "user"}
         read = self._begin(action)
         if read.kind == "answer":
             return self._end(await self.env.astep(read.content))
@@ -211,6 +218,7 @@ class SearchR1Env(Wrapper):
             result, self.turns, self.turn_limit
         )
         if terminated or truncated:
+            self.over = True
             info = {**info, "metrics": {**info.get("metrics", {}), **self._metrics()}}
         return observation, reward, terminated, truncated, info
 

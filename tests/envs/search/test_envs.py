@@ -8,6 +8,7 @@ import pytest
 
 import palaestra
 from palaestra.agents import Action, Conversation
+from palaestra.envs.base import EPISODE_OVER
 from palaestra.envs.search.search_r1 import INVALID_ACTION, search_r1_prompt
 from palaestra.runner import Runner, Task
 from palaestra.testing import check_env
@@ -100,6 +101,8 @@ def test_a_search_on_the_last_turn_is_not_run():
     observation, reward, terminated, truncated, info = env.step("<search>x</search>")
     assert observation == "" and reward == 0.0 and truncated and not terminated
     assert info["truncation_reason"] == "turn_limit" and info["metrics"]["searches"] == 2.0
+    observation, reward, terminated, _, _ = env.step("<search>x</search>")  # after the end
+    assert observation == EPISODE_OVER and reward == 0.0 and terminated
 
 
 def test_hostile_actions_are_read_in_linear_time():
