@@ -7,6 +7,7 @@ other cities, look-alike names), or for a comparison the two names compared.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import defaultdict
 from statistics import mean
@@ -15,13 +16,16 @@ import pytest
 
 import palaestra
 from palaestra.envs.search.questions import make_question
+from palaestra.envs.search.world import build_world
 from palaestra.verifiers import qa
 
 SEPARATORS = (", ", " or ", " ", "\n", "; ")
 
 
-def answer_pools(world, count: int = 3000) -> dict[tuple[str, str], list[str]]:
+@functools.cache
+def answer_pools(world_seed: int, count: int = 3000) -> dict[tuple[str, str], list[str]]:
     """Answers of ``count`` questions by (kind, last relation): wrong answers of one type."""
+    world = build_world(world_seed)
     pools: dict[tuple[str, str], set[str]] = defaultdict(set)
     for index in range(count):
         question = make_question(world, index)
@@ -32,7 +36,7 @@ def answer_pools(world, count: int = 3000) -> dict[tuple[str, str], list[str]]:
 def candidate_sets(world, size: int, *, look_alike: bool, questions: int = 400):
     """(gold answers, candidates) per question: the gold and ``size - 1`` wrong answers of
     its type (with ``look_alike``, one sharing a word with the gold when there is one)."""
-    pools = answer_pools(world)
+    pools = answer_pools(world.seed)
     rng = random.Random(size)
     for index in range(questions):
         question = make_question(world, 10_000 + index)
