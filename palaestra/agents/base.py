@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from palaestra.core.messages import Message
+from palaestra.core.messages import Message, append_messages
 from palaestra.core.types import Turn
 
 if TYPE_CHECKING:
@@ -39,7 +39,8 @@ class Conversation:
     appends to. They are turned into messages when ``messages`` is read, so agents that read
     only ``last_observation`` (oracle, scripted policies) never pay for them.
     ``prompt_ids`` is the token sequence the policy continues, ending with the generation
-    prompt; it is set only when the agent has a ``tokenizer`` (token-in, token-out).
+    prompt (or, when the env continued the assistant's message, with that continuation);
+    it is set only when the agent has a ``tokenizer`` (token-in, token-out).
     ``env`` is the live env for privileged baselines (oracle, random); it is None when the env
     runs in another process. ``tools`` are the env's tool schemas and ``tool_format`` the
     name of the tool-call format it reads (:mod:`palaestra.core.tool_calls`).
@@ -95,7 +96,7 @@ class Conversation:
         turns = self._turns
         if turns is not None and self._turns_seen < len(turns):
             for turn in turns[self._turns_seen :]:
-                self._messages.extend(turn.messages())
+                append_messages(self._messages, turn.messages())
             self._turns_seen = len(turns)
         return self._messages
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palaestra.agents.base import Action, Conversation, Sampling
+from palaestra.core.messages import continues_message
 
 _WORKER_IDLE_S = 5.0
 """How long the generation thread waits for a request before it exits (a new one restarts it)."""
@@ -84,10 +85,12 @@ class HFAgent:
     async def act(self, conversation: Conversation) -> Action:
         prompt_ids = conversation.prompt_ids
         if prompt_ids is None:
+            messages = conversation.messages
             prompt_ids = self.tokenizer.apply_chat_template(
-                conversation.messages,
+                messages,
                 tools=conversation.tools or None,
-                add_generation_prompt=True,
+                add_generation_prompt=not continues_message(messages),
+                continue_final_message=continues_message(messages),
                 tokenize=True,
                 return_dict=False,
             )

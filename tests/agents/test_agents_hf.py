@@ -73,6 +73,14 @@ def test_a_conversation_without_prompt_ids_is_rendered_with_the_chat_template(
         seed=(0,),
     )
     assert action.token_ids and action.token_ids == asyncio.run(agent.act(with_ids)).token_ids
+    continued = [*messages, {"role": "assistant", "content": "<search>x</search>\n\n"}]
+    action = asyncio.run(agent.act(Conversation(continued, seed=(0,))))  # continues the message
+    ids = qwen25_tokenizer.encode(
+        qwen25_tokenizer.apply_chat_template(continued, tokenize=False, continue_final_message=True)
+    )
+    expected = asyncio.run(agent.act(Conversation([], prompt_ids=ids, seed=(0,))))
+    assert action.token_ids == expected.token_ids
+    assert action.logprobs == pytest.approx(expected.logprobs, abs=1e-5)
 
 
 def _conversations(tokenizer, count: int):

@@ -45,6 +45,22 @@ def test_chat_request_carries_messages_tools_and_sampling():
     assert "return_token_ids" not in body  # hosted APIs reject unknown fields
 
 
+def test_a_continued_assistant_message_is_continued_not_answered():
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, json=chat_reply("<answer>x</answer>"))
+
+    agent = mock_agent(handler)
+    asyncio.run(agent.act(Conversation(MESSAGES)))
+    continued = [*MESSAGES, {"role": "assistant", "content": "<search>q</search><information>"}]
+    asyncio.run(agent.act(Conversation(continued)))
+    assert "continue_final_message" not in seen[0]
+    assert seen[1]["messages"] == continued
+    assert seen[1]["continue_final_message"] is True and seen[1]["add_generation_prompt"] is False
+
+
 def test_transient_failures_are_retried_and_permanent_ones_explained():
     statuses = iter([503, 429, 200])
 
