@@ -210,12 +210,10 @@ class HFAgent:
             self._swap.notify_all()
 
 
-def _finish(decode: RunningDecode) -> bool:
-    """Hand the finished rows their actions; whether any row finished."""
-    finished = decode.pop_finished()
-    for request, action in finished:
+def _finish(decode: RunningDecode) -> None:
+    """Hand the finished rows their actions."""
+    for request, action in decode.pop_finished():
         request.result.set_result(action)
-    return bool(finished)
 
 
 def default_stop_ids(tokenizer: Any) -> list[int]:

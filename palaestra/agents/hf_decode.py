@@ -57,6 +57,7 @@ class _Prefill:
     mask: Any
     tokens: Any
     uniforms: Any
+    sampled: Any
 
 
 class RunningDecode:
@@ -93,14 +94,18 @@ class RunningDecode:
         """Prefill ``requests`` together, sample their first tokens and add them as rows.
 
         An error in the prefill (e.g. a token id outside the vocabulary) leaves the running
-        rows as they were."""
+        rows as they were; one while joining them (out of memory) fails them too."""
         prefill = self._prefill(requests)
         if not self.rows:
             self._cache, self._mask = prefill.cache, prefill.mask
             self._last_tokens, self._uniforms = prefill.tokens, prefill.uniforms
-            self._positions = prefill.mask.sum(dim=-1)
+            self._sampled, self._positions = prefill.sampled, prefill.mask.sum(dim=-1)
         else:
-            self._join(prefill)
+            try:
+                self._join(prefill)
+            except Exception as exc:  # the running cache may be half-joined
+                self.fail_all(exc)
+                raise
         self.rows.extend(prefill.rows)
 
     def step(self) -> None:
@@ -113,7 +118,8 @@ class RunningDecode:
             self._last_tokens[:, None], self._mask, self._positions[:, None], self._cache
         )
         self._positions = self._positions + 1
-        self._last_tokens = self._sample(logits, self.rows, self._uniforms)
+        self._last_tokens = self._sample(logits, self.rows, self._uniforms, self._sampled)
+        self._sampled = self._sampled + 1
 
     def pop_finished(self) -> list[tuple[DecodeRequest, Action]]:
         """Remove the rows that sampled a stop token or ``max_tokens`` tokens; their actions."""
@@ -121,7 +127,7 @@ class RunningDecode:
         if not done:
             return []
         finished = [self.rows[i] for i in done]
-        keep = [i for i in range(len(self.rows)) if i not in set(done)]
+        keep = sorted(set(range(len(self.rows))) - set(done))
         self.rows = [self.rows[i] for i in keep]
         if self.rows:
             self._keep_rows(keep)
@@ -139,7 +145,8 @@ class RunningDecode:
     # -- internals ------------------------------------------------------------------------
 
     def _reset(self) -> None:
-        self._cache = self._mask = self._positions = self._last_tokens = self._uniforms = None
+        self._cache = self._mask = self._positions = self._last_tokens = None
+        self._uniforms = self._sampled = None
 
     def _prefill(self, requests: list[DecodeRequest]) -> _Prefill:
         import torch
@@ -152,8 +159,9 @@ class RunningDecode:
         count = self.sampling.max_tokens
         uniforms = torch.stack([request_uniforms(r.seed, count) for r in requests])
         uniforms = uniforms.to(self.device)
-        tokens = self._sample(logits, rows, uniforms)
-        return _Prefill(rows, cache, mask, tokens, uniforms)
+        sampled = torch.zeros(len(rows), dtype=torch.long, device=self.device)
+        tokens = self._sample(logits, rows, uniforms, sampled)
+        return _Prefill(rows, cache, mask, tokens, uniforms, sampled + 1)
 
     def _forward(self, ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
         """The logits of the last position of each row (rows x vocabulary)."""
@@ -168,15 +176,13 @@ class RunningDecode:
             )
         return out.logits[:, -1, :]
 
-    def _sample(self, logits: Any, rows: list[_Row], uniforms: Any) -> Any:
-        """Sample each row's next token, record it with its logprob (one host sync) and
-        return the tokens (on the device, the next step's input)."""
-        import torch
-
-        steps = torch.tensor([len(row.token_ids) for row in rows], device=uniforms.device)
+    def _sample(self, logits: Any, rows: list[_Row], uniforms: Any, sampled: Any) -> Any:
+        """Sample each row's next token at its uniform number ``sampled`` (its tokens so far),
+        record it with its logprob (one host sync) and return the tokens (on the device, the
+        next step's input)."""
         tokens, logprobs = sample_rows(
             logits,
-            uniforms.gather(1, steps[:, None])[:, 0],
+            uniforms.gather(1, sampled[:, None])[:, 0],
             temperature=self.sampling.temperature,
             top_p=self.sampling.top_p,
             top_k=self.top_k,
@@ -198,6 +204,7 @@ class RunningDecode:
         self._positions = torch.cat([self._positions, prefill.mask.sum(dim=-1)])
         self._last_tokens = torch.cat([self._last_tokens, prefill.tokens])
         self._uniforms = torch.cat([self._uniforms, prefill.uniforms])
+        self._sampled = torch.cat([self._sampled, prefill.sampled])
 
     def _keep_rows(self, keep: list[int]) -> None:
         """Keep only rows ``keep`` (in order) and drop the leading columns none of them uses."""
@@ -212,6 +219,7 @@ class RunningDecode:
         self._positions = self._positions[index]
         self._last_tokens = self._last_tokens[index]
         self._uniforms = self._uniforms[index]
+        self._sampled = self._sampled[index]
 
     def _is_done(self, row: _Row) -> bool:
         return (
