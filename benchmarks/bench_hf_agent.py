@@ -11,6 +11,7 @@ runs first (the first forward pass of a process is slow).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import time
 
@@ -46,6 +47,11 @@ def tokens_per_second(agent: HFAgent, batch: list[Conversation]) -> tuple[int, f
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--cases", type=int, nargs="+", help=f"rows of the table to run (0..{len(CASES) - 1})"
+    )
+    cases = [CASES[i] for i in parser.parse_args().cases or range(len(CASES))]
     tokenizer = tiny.train_tokenizer(env_texts(), vocab_size=512)
     model = tiny.tiny_qwen2(len(tokenizer), max_positions=4096).eval()
     warm_up = HFAgent(model, tokenizer=tokenizer, sampling=Sampling(max_tokens=4))
@@ -54,7 +60,7 @@ def main() -> None:
         "| requests | prompt tokens | max new tokens | one at a time tok/s | together tok/s | speed-up |"
     )
     print("|---:|---:|---:|---:|---:|---:|")
-    for count, words, max_tokens in CASES:
+    for count, words, max_tokens in cases:
         batch = conversations(tokenizer, count, words)
         sampling = Sampling(max_tokens=max_tokens)
         speeds = {}
