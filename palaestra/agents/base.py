@@ -183,3 +183,9 @@ class Sampling:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    def tokens_for(self, conversation: Conversation) -> int:
+        """The most tokens to sample for ``conversation``'s next completion: ``max_tokens``,
+        or less when the episode's token budget leaves less room (``Conversation.max_tokens``)."""
+        room = conversation.max_tokens
+        return self.max_tokens if room is None else max(1, min(self.max_tokens, room))

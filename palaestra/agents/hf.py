@@ -97,7 +97,11 @@ class HFAgent:
                 tokenize=True,
                 return_dict=False,
             )
-        request = DecodeRequest(list(prompt_ids), int(conversation.rng.integers(2**31)))
+        request = DecodeRequest(
+            list(prompt_ids),
+            int(conversation.rng.integers(2**31)),
+            self.sampling.tokens_for(conversation),
+        )
         with self._worker_lock:
             self._requests.put(request)
             if self._worker is None:

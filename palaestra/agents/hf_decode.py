@@ -28,10 +28,12 @@ from palaestra.agents.hf_sampling import request_uniforms, sample_rows
 
 @dataclass(slots=True)
 class DecodeRequest:
-    """A prompt to continue, the seed of its sampling stream, and where its action goes."""
+    """A prompt to continue, the seed of its sampling stream, the most tokens to sample, and
+    where its action goes."""
 
     prompt_ids: list[int]
     seed: int
+    max_tokens: int
     result: concurrent.futures.Future[Action] = field(default_factory=concurrent.futures.Future)
 
 
@@ -223,8 +225,7 @@ class RunningDecode:
 
     def _is_done(self, row: _Row) -> bool:
         return (
-            row.token_ids[-1] in self.stop_token_ids
-            or len(row.token_ids) >= self.sampling.max_tokens
+            row.token_ids[-1] in self.stop_token_ids or len(row.token_ids) >= row.request.max_tokens
         )
 
     def _action(self, row: _Row) -> Action:

@@ -94,7 +94,7 @@ class OpenAIAgent:
             return parse_chat_choice(reply["choices"][0])
         if conversation.prompt_ids is None:
             raise RuntimeError("completions mode needs Conversation.prompt_ids (run it via Runner)")
-        body = self._common_body() | {"prompt": conversation.prompt_ids}
+        body = self._common_body(conversation) | {"prompt": conversation.prompt_ids}
         reply = await self._post("/completions", body)
         return parse_completion_choice(reply["choices"][0])
 
@@ -113,10 +113,10 @@ class OpenAIAgent:
             self._client_loop = loop
         return self._client
 
-    def _common_body(self) -> dict[str, Any]:
+    def _common_body(self, conversation: Conversation) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.sampling.max_tokens,
+            "max_tokens": self.sampling.tokens_for(conversation),
             "temperature": self.sampling.temperature,
             "top_p": self.sampling.top_p,
         }
@@ -129,7 +129,7 @@ class OpenAIAgent:
 
     def _chat_body(self, conversation: Conversation) -> dict[str, Any]:
         messages = to_openai_messages(conversation.messages)
-        body = self._common_body() | {"messages": messages}
+        body = self._common_body(conversation) | {"messages": messages}
         if conversation.tools and conversation.tool_format == DEFAULT_FORMAT:
             body["tools"] = conversation.tools
         if continues_message(messages):  # the env continued the assistant's message (vLLM, SGLang)

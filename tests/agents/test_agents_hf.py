@@ -41,6 +41,21 @@ def test_recorded_logprobs_match_a_teacher_forced_forward_pass(tiny_model, qwen2
         assert len(turn.token_ids) <= 6
 
 
+def test_a_completion_stops_where_the_token_budget_leaves_no_room(tiny_model, qwen25_tokenizer):
+    import asyncio
+
+    from palaestra.agents.base import Conversation
+    from palaestra.agents.hf import HFAgent
+
+    agent = HFAgent(
+        tiny_model, tokenizer=qwen25_tokenizer, sampling=Sampling(max_tokens=40, temperature=1.0)
+    )
+    conversation = Conversation([{"role": "user", "content": "hi"}], seed=0)
+    conversation.max_tokens = 3
+    action = asyncio.run(agent.act(conversation))
+    assert len(action.token_ids) <= 3
+
+
 def test_sampling_is_reproducible_per_seed(tiny_model, qwen25_tokenizer):
     from palaestra.agents.hf import HFAgent
 
