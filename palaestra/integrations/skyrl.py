@@ -8,7 +8,10 @@ palaestra env and seed named in the row's ``extra_info`` (:func:`task_rows` make
 The turn budget is the env's own (``max_turns``, every step counted) or SkyRL's
 ``generator.max_turns``, which the generator passes as ``extras["max_turns"]``, whichever is
 smaller; the metadata of the last step says which ended the episode. Tool results come back
-as ``tool`` messages. SkyRL tokenizes the messages itself, with its own chat-template
+as ``tool`` messages. An observation that continues the assistant's message (Search-R1's
+``<information>``, ``info["role"] == "assistant"``) comes back as a ``user`` message, as
+SkyRL's own search env sends it: SkyRL's generator has no way to continue a message, and an
+``assistant`` message would be trained on as the policy's. SkyRL tokenizes the messages itself, with its own chat-template
 handling, and keeps its token budget (``max_input_length``) itself: it stops before a
 generation that would not fit, and the env's rewards so far are the episode's.
 
@@ -24,7 +27,12 @@ from typing import Any
 import skyrl_gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
-from palaestra.core.messages import Message, observation_messages, opening_messages
+from palaestra.core.messages import (
+    CONTINUE_ROLE,
+    Message,
+    observation_messages,
+    opening_messages,
+)
 from palaestra.core.registry import make
 from palaestra.core.wrappers import TURN_LIMIT_REASON
 from palaestra.integrations.trajectory import task_from_dict, task_prompts
@@ -90,11 +98,12 @@ class PalaestraTextEnv(BaseTextEnv):
                 self.truncation_reason = info.get("truncation_reason", "env")
             elif out_of_turns:
                 self.truncation_reason = self.limit_reason
+        role = info.get("role", "user")
         messages = (
             []
             if done
             else observation_messages(
-                observation, info.get("role", "user"), info.get("tool_outputs")
+                observation, "user" if role == CONTINUE_ROLE else role, info.get("tool_outputs")
             )
         )
         return BaseTextEnvStepOutput(

@@ -82,6 +82,16 @@ def test_tool_results_come_back_as_tool_messages():
     assert final["done"] and final["reward"] == 1.0
 
 
+def test_retrieved_text_that_continues_the_message_comes_back_as_a_user_message():
+    pytest.importorskip("bm25s", reason="search envs need the 'search' extra")
+    env = _make("search:Synthetic-SearchR1-v0", 0)
+    env.init([])
+    out = env.step("<search>who</search>")
+    assert not out["done"]
+    assert [m["role"] for m in out["observations"]] == ["user"]
+    assert "<information>" in out["observations"][0]["content"]
+
+
 def test_the_turn_budget_ends_an_episode():
     env = _make("game:GuessTheNumber-v0", 0)
     env.init([])
