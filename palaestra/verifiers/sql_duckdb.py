@@ -1,42 +1,70 @@
 """DuckDB as the SQL backend (extra ``duckdb``): the same databases, queries in DuckDB's dialect.
 
-:func:`duckdb_copy` turns a SQLite file into a DuckDB file once (cached beside the other
-generated databases); :class:`DuckDBDatabase` opens it read-only with external access off
-(no files, no ``ATTACH``, no extension loading, configuration locked) and runs one query
-under a time limit (an interrupt from a timer) and a row cap, like the SQLite backend.
+>>> database = DuckDBDatabase.from_sqlite("shop.sqlite")  # doctest: +SKIP
+>>> database.query("SELECT COUNT(*) FROM orders").rows  # doctest: +SKIP
+[(2000,)]
+
+Every query runs in a worker process (:class:`~palaestra.verifiers.worker.WorkerPool`)
+that holds the databases in memory, so no query outlasts its limits:
+
+* **time**: DuckDB is interrupted at the time limit; a single call it cannot interrupt
+  (``repeat('x', 10**9)``) gets its worker killed :data:`KILL_GRACE_S` later;
+* **memory**: DuckDB's ``memory_limit`` is :data:`DUCKDB_MEMORY_LIMIT` (no spilling to
+  disk) and the worker's address space is capped at :data:`WORKER_MEMORY_MB`, which
+  also stops the allocations DuckDB does not count (one huge string);
+* **result**: at most ``max_rows`` rows and
+  :data:`~palaestra.verifiers.sql_backend.MAX_RESULT_BYTES` bytes are fetched;
+* **access**: one SELECT statement (DuckDB's own parser says) on an in-memory database
+  opened with external access off (no files, ``ATTACH``, ``COPY``, extensions) and its
+  configuration locked; the catalog functions and views that show settings or paths
+  (``duckdb_*``, ``pragma_*``, ``pg_*``, ``current_setting``, ``query``...) are refused,
+  and so is naming another loaded database.
+
+The worker copies a SQLite file's tables into a schema of its in-memory database the first
+time a query needs them (0.1-0.2 s for a generated database) and keeps the
+:data:`LOADED_DATABASES` most recently used.
 """
 
 from __future__ import annotations
 
-import csv
-import hashlib
 import os
 import sqlite3
-import tempfile
 import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from palaestra.core.cache import cache_root
-from palaestra.verifiers.sql import (
+from palaestra.verifiers.sql_backend import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT,
     READ_ONLY_MESSAGE,
     QueryResult,
     SQLError,
     check_size,
-    transpile,
+    fetch_rows,
 )
+from palaestra.verifiers.worker import WorkerError, WorkerPool, WorkerTimeout
 
-NULL = "\\N"
-"""How a NULL is written in the CSV files the DuckDB copy is loaded from."""
-_TYPES = {
-    "INTEGER": "BIGINT",
-    "REAL": "DOUBLE",
-    "TEXT": "VARCHAR",
-    "DATE": "DATE",
-    "DATETIME": "TIMESTAMP",
-}
+KILL_GRACE_S = 0.5
+"""How long past its time limit a query's worker is killed if DuckDB has not stopped."""
+WORKER_MEMORY_MB = 1536
+"""The worker process's address space (DuckDB reserves about 850 MB of it at start)."""
+DUCKDB_MEMORY_LIMIT = "512MB"
+LOADED_DATABASES = 16
+LOAD_TIMEOUT_S = 120.0
+CATALOG_TIMEOUT_S = 30.0
+SCHEMA_PREFIX = "palaestra_db_"
+
+_CATALOG_PREFIXES = ("duckdb_", "pragma_", "pg_", SCHEMA_PREFIX)
+_DENIED_CALLS = frozenset(
+    {"current_setting", "query", "query_table", "json_execute_serialized_sql", "getenv"}
+)
+_REFUSED = (
+    "not allowed: catalog functions that show settings or paths (duckdb_*, pragma_*, pg_*, "
+    "current_setting, query) are refused; query the tables instead"
+)
 
 
 def _import_duckdb() -> Any:
@@ -49,133 +77,353 @@ def _import_duckdb() -> Any:
     return duckdb
 
 
-def duckdb_copy(sqlite_path: str | Path) -> Path:
-    """A DuckDB file with the tables and rows of ``sqlite_path`` (built once, cached by the
-    SQLite file's content hash)."""
-    duckdb = _import_duckdb()
-    source = Path(sqlite_path)
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-    target = cache_root() / "sql" / "duckdb" / f"{source.stem}-{digest}.duckdb"
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, suffix=".duckdb")
-    os.close(handle)
-    os.unlink(temporary)  # duckdb creates the file itself
-    reader = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)
-    writer = duckdb.connect(temporary)
-    try:
-        tables = [
-            r[0]
-            for r in reader.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid"
-            )
-        ]
-        for table in tables:
-            columns = reader.execute(f'PRAGMA table_info("{table}")').fetchall()
-            definition = ", ".join(
-                f'"{name}" {_TYPES.get(kind.upper(), "VARCHAR")}' for _, name, kind, *_ in columns
-            )
-            writer.execute(f'CREATE TABLE "{table}" ({definition})')
-            rows = reader.execute(f'SELECT * FROM "{table}"')
-            csv_path = Path(temporary).with_suffix(f".{len(definition)}.csv")
-            try:  # through a CSV file: executemany takes seconds for a few thousand rows
-                with csv_path.open("w", newline="", encoding="utf-8") as handle:
-                    out = csv.writer(handle)
-                    for row in rows:
-                        out.writerow(NULL if value is None else value for value in row)
-                writer.execute(
-                    f"COPY \"{table}\" FROM '{csv_path}' (FORMAT csv, HEADER false, NULLSTR '{NULL}')"
-                )
-            finally:
-                csv_path.unlink(missing_ok=True)
-        writer.close()
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    finally:
-        reader.close()
-    return target
+# -- the parent side -----------------------------------------------------------------------
+
+_pool: WorkerPool | None = None
+_pool_lock = threading.Lock()
+
+
+def new_pool(workers: int = 1) -> WorkerPool:
+    """A pool of DuckDB workers (each started on first use, stopped at exit)."""
+    _import_duckdb()
+    return WorkerPool(workers, preload=("duckdb", __name__), memory_mb=WORKER_MEMORY_MB)
+
+
+def default_pool() -> WorkerPool:
+    """The pool DuckDB databases share by default (one worker)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = new_pool()
+        return _pool
 
 
 class DuckDBDatabase:
-    """A read-only DuckDB database (see module docstring)."""
+    """The tables of a SQLite file on DuckDB, read-only, each query in a worker (see module
+    docstring); implements :class:`~palaestra.verifiers.sql_backend.Database`. ``pool``: the
+    workers to use (default: :func:`default_pool`); ``kill_grace``: how long past a query's
+    time limit its worker is killed."""
 
     dialect = "duckdb"
 
-    def __init__(self, path: str | Path) -> None:
-        duckdb = _import_duckdb()
-        self.path = Path(path)
+    def __init__(
+        self,
+        sqlite_path: str | Path,
+        *,
+        pool: WorkerPool | None = None,
+        kill_grace: float = KILL_GRACE_S,
+    ) -> None:
+        self.path = Path(sqlite_path).resolve()
         if not self.path.is_file():
-            raise FileNotFoundError(f"no DuckDB database at {self.path}")
-        self.connection = duckdb.connect(
-            str(self.path),
-            read_only=True,
-            config={
-                "enable_external_access": False,
-                "autoinstall_known_extensions": False,
-                "autoload_known_extensions": False,
-                "lock_configuration": True,
-                "threads": 1,
-            },
-        )
-        self._lock = threading.Lock()
+            raise FileNotFoundError(f"no SQLite database at {self.path}")
+        self.pool = pool or default_pool()
+        self.kill_grace = kill_grace
+
+    @classmethod
+    def from_sqlite(cls, path: str | Path) -> DuckDBDatabase:
+        return cls(path)
+
+    def _call(self, function: Any, *args: Any, timeout: float) -> Any:
+        return self.pool.call(function, (str(self.path), *args), timeout=timeout)
+
+    def _loaded_call(self, function: Any, *args: Any, timeout: float) -> Any:
+        """``function`` in the worker; when the worker answers that the database is not
+        loaded (a new worker, or it was dropped), load it and call again."""
+        reply = self._call(function, *args, timeout=timeout)
+        if reply == UNLOADED:
+            self._call(load_database, timeout=LOAD_TIMEOUT_S)
+            reply = self._call(function, *args, timeout=timeout)
+        return reply
 
     def query(
         self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
     ) -> QueryResult:
         """Run one read-only query; raises :class:`SQLError` with the reason otherwise."""
-        import duckdb
-        import sqlglot
-        from sqlglot import exp
-
         check_size(sql)
-        transpile(sql, "duckdb", "duckdb")  # a syntax error or several statements: say so
-        statement = sqlglot.parse_one(sql, read="duckdb")
-        if not isinstance(statement, exp.Query):
-            raise SQLError(READ_ONLY_MESSAGE)
-        with self._lock:  # one query at a time per connection, each with its own timer
-            timer = threading.Timer(timeout, self.connection.interrupt)
-            timer.start()
-            try:
-                cursor = self.connection.execute(sql)
-                rows = cursor.fetchmany(max_rows + 1)
-                columns = [d[0] for d in cursor.description or ()]
-            except duckdb.InterruptException:
-                raise SQLError(f"the query ran past the time limit of {timeout:g} s") from None
-            except duckdb.ParserException as error:
-                raise SQLError(f"syntax error: {error}", syntax=True) from None
-            except duckdb.PermissionException:
-                raise SQLError(READ_ONLY_MESSAGE) from None
-            except (duckdb.Error, OverflowError, MemoryError, ValueError) as error:
-                raise SQLError(f"error: {error}") from None
-            finally:
-                timer.cancel()
-        return QueryResult(columns, rows[:max_rows], truncated=len(rows) > max_rows)
+        try:
+            reply = self._loaded_call(
+                run_query, sql, max_rows, timeout, timeout=timeout + self.kill_grace
+            )
+        except WorkerTimeout:
+            raise SQLError(f"the query ran past the time limit of {timeout:g} s") from None
+        except WorkerError as error:
+            raise SQLError(f"error: the query stopped its worker ({error})") from None
+        if isinstance(reply, Refusal):
+            raise SQLError(reply.message, syntax=reply.syntax)
+        return reply
 
     def tables(self) -> list[str]:
-        return [
-            r[0]
-            for r in self.connection.execute(
-                "SELECT table_name FROM duckdb_tables() ORDER BY table_name"
-            ).fetchall()
-        ]
+        return self._loaded_call(read_catalog, "tables", timeout=CATALOG_TIMEOUT_S)
 
     def describe(self, table: str) -> str:
-        rows = self.connection.execute(
-            "SELECT column_name, data_type, is_nullable FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index",
-            [table],
+        """Columns of ``table`` (name, DuckDB type, NOT NULL)."""
+        return self._loaded_call(read_catalog, "describe", table, timeout=CATALOG_TIMEOUT_S)
+
+    def schema(self) -> str:
+        """The ``CREATE TABLE`` statements in DuckDB's types, one per line."""
+        return self._loaded_call(read_catalog, "schema", timeout=CATALOG_TIMEOUT_S)
+
+    def close(self) -> None:
+        """Nothing to free here: the worker keeps the most recently used databases."""
+
+
+UNLOADED = "unloaded"
+"""The worker's answer for a database it does not hold."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a query did not run (sent back from the worker)."""
+
+    message: str
+    syntax: bool = False
+
+
+# -- the worker side -------------------------------------------------------------------------
+
+
+@dataclass
+class _Loaded:
+    version: tuple[int, int]
+    schema: str
+    cursor: Any
+
+
+class _Store:
+    """(In the worker) one in-memory DuckDB database; each SQLite file in its own schema."""
+
+    def __init__(self) -> None:
+        duckdb = _import_duckdb()
+        self.connection = duckdb.connect(
+            ":memory:",
+            config={
+                "enable_external_access": False,
+                "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+                "threads": 1,
+                "memory_limit": DUCKDB_MEMORY_LIMIT,
+                "temp_directory": "",
+                "allow_persistent_secrets": False,
+            },
+        )
+        self.connection.execute("SET lock_configuration = true")
+        self.loaded: OrderedDict[str, _Loaded] = OrderedDict()
+        self.count = 0
+        self.watchdog = _Watchdog()
+
+    def get(self, path: str) -> _Loaded | None:
+        entry = self.loaded.get(path)
+        if entry is None or entry.version != _version(path):
+            return None
+        self.loaded.move_to_end(path)
+        return entry
+
+    def load(self, path: str) -> None:
+        if self.get(path) is not None:
+            return
+        self.count += 1
+        schema = f"{SCHEMA_PREFIX}{self.count}"
+        self.connection.execute(f"CREATE SCHEMA {schema}")
+        _copy_tables(path, self.connection, schema)
+        cursor = self.connection.cursor()
+        cursor.execute(f"USE memory.{schema}")
+        self.drop(path)
+        self.loaded[path] = _Loaded(_version(path), schema, cursor)
+        while len(self.loaded) > LOADED_DATABASES:
+            self.drop(next(iter(self.loaded)))
+
+    def drop(self, path: str) -> None:
+        entry = self.loaded.pop(path, None)
+        if entry is not None:
+            entry.cursor.close()
+            self.connection.execute(f"DROP SCHEMA {entry.schema} CASCADE")
+
+
+_store: _Store | None = None
+
+
+def _the_store() -> _Store:
+    global _store
+    if _store is None:
+        _store = _Store()
+    return _store
+
+
+class _Watchdog:
+    """One thread that interrupts the running query at its deadline."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._cursor: Any = None
+        self._deadline = 0.0
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def arm(self, cursor: Any, seconds: float) -> None:
+        with self._cond:
+            self._cursor, self._deadline = cursor, time.monotonic() + seconds
+            self._cond.notify()
+
+    def disarm(self) -> None:
+        with self._cond:
+            self._cursor = None
+
+    def _watch(self) -> None:
+        with self._cond:
+            while True:
+                if self._cursor is None:
+                    self._cond.wait()
+                    continue
+                left = self._deadline - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                self._cursor.interrupt()
+                self._cursor = None
+
+
+def _version(path: str) -> tuple[int, int]:
+    stat = os.stat(path)
+    return stat.st_mtime_ns, stat.st_size
+
+
+def _duckdb_type(declared: str) -> str:
+    """A DuckDB column type for a SQLite declared type (SQLite's affinity rules)."""
+    kind = declared.upper()
+    if kind == "DATE":
+        return "DATE"
+    if kind in ("DATETIME", "TIMESTAMP"):
+        return "TIMESTAMP"
+    if "INT" in kind:
+        return "BIGINT"
+    if any(word in kind for word in ("CHAR", "CLOB", "TEXT")):
+        return "VARCHAR"
+    if "BLOB" in kind:
+        return "BLOB"
+    if any(word in kind for word in ("REAL", "FLOA", "DOUB")):
+        return "DOUBLE"
+    return "VARCHAR"
+
+
+def _copy_tables(path: str, connection: Any, schema: str) -> None:
+    """Every table of the SQLite file into ``schema``: each column goes in as one list
+    parameter, unnested (no files: external access stays off). A table whose values do not
+    fit its declared types is loaded as text."""
+    duckdb = _import_duckdb()
+    reader = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True)
+    try:
+        tables = reader.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid"
+        ).fetchall()
+        for (table,) in tables:
+            info = reader.execute(f'PRAGMA table_info("{table}")').fetchall()
+            rows = reader.execute(f'SELECT * FROM "{table}"').fetchall()
+            columns = [list(column) for column in zip(*rows, strict=True)] or [[] for _ in info]
+            name = f'{schema}."{table}"'
+            try:
+                _insert(connection, name, info, [_duckdb_type(r[2]) for r in info], columns)
+            except duckdb.Error:
+                text = [[None if v is None else str(v) for v in column] for column in columns]
+                _insert(connection, name, info, ["VARCHAR"] * len(info), text)
+    finally:
+        reader.close()
+
+
+def _insert(
+    connection: Any, table: str, info: list[Any], types: list[str], columns: list[list[Any]]
+) -> None:
+    definition = ", ".join(f'"{row[1]}" {kind}' for row, kind in zip(info, types, strict=True))
+    connection.execute(f"CREATE OR REPLACE TABLE {table} ({definition})")
+    if columns and columns[0]:
+        values = ", ".join(f"unnest(${i + 1})::{kind}" for i, kind in enumerate(types))
+        connection.execute(f"INSERT INTO {table} SELECT {values}", columns)
+
+
+def load_database(path: str) -> None:
+    """(In the worker) copy the SQLite file ``path`` into memory, if not done already."""
+    _the_store().load(path)
+
+
+def _refusal(cursor: Any, sql: str) -> Refusal | None:
+    """Why ``sql`` may not run, or None."""
+    duckdb = _import_duckdb()
+    try:
+        statements = cursor.extract_statements(sql)
+    except duckdb.Error as error:
+        return Refusal(f"syntax error: {error}", syntax=True)
+    if len(statements) != 1:
+        return Refusal(f"give exactly one SQL statement, got {len(statements)}", syntax=True)
+    if statements[0].type != duckdb.StatementType.SELECT:
+        return Refusal(READ_ONLY_MESSAGE)
+    tokens = duckdb.tokenize(sql)
+    ends = [start for start, _ in tokens[1:]] + [len(sql)]
+    words = [
+        sql[start:end].strip().strip('"').lower()
+        for (start, _), end in zip(tokens, ends, strict=True)
+    ]
+    for index, word in enumerate(words):
+        called = index + 1 < len(words) and words[index + 1].startswith("(")
+        if word.startswith(_CATALOG_PREFIXES) or (called and word in _DENIED_CALLS):
+            return Refusal(_REFUSED)
+    return None
+
+
+def run_query(path: str, sql: str, max_rows: int, timeout: float) -> QueryResult | Refusal | str:
+    """(In the worker) run ``sql`` on the loaded database of ``path``: its result, a
+    :class:`Refusal`, or :data:`UNLOADED`."""
+    duckdb = _import_duckdb()
+    store = _the_store()
+    entry = store.get(path)
+    if entry is None:
+        return UNLOADED
+    refusal = _refusal(entry.cursor, sql)
+    if refusal is not None:
+        return refusal
+    store.watchdog.arm(entry.cursor, timeout)
+    try:
+        cursor = entry.cursor.execute(sql)
+        rows, truncated = fetch_rows(cursor, max_rows)
+        columns = [d[0] for d in cursor.description or ()]
+    except duckdb.InterruptException:
+        return Refusal(f"the query ran past the time limit of {timeout:g} s")
+    except duckdb.OutOfMemoryException:
+        return Refusal(f"error: the query needs more than {DUCKDB_MEMORY_LIMIT} of memory")
+    except duckdb.ParserException as error:
+        return Refusal(f"syntax error: {error}", syntax=True)
+    except duckdb.PermissionException:
+        return Refusal(READ_ONLY_MESSAGE)
+    except SQLError as error:
+        return Refusal(str(error))
+    except (duckdb.Error, OverflowError, MemoryError, ValueError) as error:
+        return Refusal(f"error: {error}")
+    finally:
+        store.watchdog.disarm()
+    return QueryResult(columns, rows, truncated)
+
+
+def read_catalog(path: str, request: str, *args: Any) -> Any:
+    """(In the worker) ``tables``, ``describe`` (a table) or ``schema`` of a loaded
+    database, or :data:`UNLOADED`."""
+    entry = _the_store().get(path)
+    if entry is None:
+        return UNLOADED
+    cursor = entry.cursor
+    where = "schema_name = ?" + (" AND table_name = ?" if request == "describe" else "")
+    params = [entry.schema, *args]
+    if request == "tables":
+        rows = cursor.execute(
+            f"SELECT table_name FROM duckdb_tables() WHERE {where} ORDER BY table_name", params
+        )
+        return [row[0] for row in rows.fetchall()]
+    if request == "describe":
+        rows = cursor.execute(
+            "SELECT column_name, data_type, is_nullable FROM duckdb_columns() "
+            f"WHERE {where} ORDER BY column_index",
+            params,
         ).fetchall()
         return "\n".join(
             f"{name} {kind}{'' if nullable else ' NOT NULL'}" for name, kind, nullable in rows
         )
-
-    def schema(self) -> str:
-        rows = self.connection.execute(
-            "SELECT sql FROM duckdb_tables() ORDER BY table_name"
-        ).fetchall()
-        return "\n".join(" ".join(r[0].split()) for r in rows)
-
-    def close(self) -> None:
-        self.connection.close()
+    rows = cursor.execute(
+        f"SELECT sql FROM duckdb_tables() WHERE {where} ORDER BY table_name", params
+    ).fetchall()
+    return "\n".join(" ".join(row[0].split()).replace(f"{entry.schema}.", "") for row in rows)

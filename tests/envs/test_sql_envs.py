@@ -126,9 +126,10 @@ def test_rewards_execution_and_skyrl():
     assert skyrl.reward_range == (-1.0, 1.0)
     for action, reward in [
         ("no query here", -1.0),
-        ("<solution>SELEC 1</solution>", -1.0),
-        ("<solution>SELECT 12345</solution>", 0.0),
-        ("<solution>SELECT * FROM nowhere</solution>", 0.0),
+        ("<solution>SELECT 1</solution>", -1.0),  # no <think>
+        ("<think>t</think><solution>SELEC 1</solution>", 0.0),  # a syntax error is wrong
+        ("<think>t</think><solution>SELECT 12345</solution>", 0.0),
+        ("<think>t</think><solution>SELECT * FROM nowhere</solution>", 0.0),
     ]:
         skyrl.reset(seed=0)
         observation, got, terminated, *_ = skyrl.step(action)
