@@ -403,19 +403,31 @@ class SQLToolEnv(ToolEnv):
         self.sql_env = inner
 
     def step(self, action: str) -> StepResult:
+        if self._answers(action):
+            return self._count(self.env.step(action))
         return self._shown(action, super().step(action))
 
     async def astep(self, action: str) -> StepResult:
+        if self._answers(action):
+            return self._count(await self.env.astep(action))
         return self._shown(action, await super().astep(action))
 
+    def _answers(self, action: str) -> bool:
+        """With tags, a turn holding a whole ``<solution>`` answers even if it also has a
+        ``<sql>`` tag (SkyRL-SQL ends the episode on it)."""
+        return self.format.name == "tags" and "<solution>" in action and "</solution>" in action
+
     def _shown(self, action: str, result: StepResult) -> StepResult:
-        """A tool turn's observation as the agent sees it (in an ``<observation>`` block
-        for tags), noted for SkyRL-SQL's reward."""
+        """A tool turn's observation as the agent sees it (in an ``<observation>`` block for
+        tags), noted for SkyRL-SQL's reward; under that reward, running out of turns without
+        a solution scores its format penalty, as in SkyRL-SQL."""
         observation, reward, terminated, truncated, info = result
         if info.get("role") == "tool":
             if self.format.name == "tags":
                 observation = skyrl_observation(observation)
             self.sql_env.record_exchange(action, observation)
+        if truncated and self.sql_env.reward == "skyrl":
+            reward = SKYRL_FORMAT_PENALTY
         return observation, reward, terminated, truncated, info
 
     def oracle(self) -> Policy:
