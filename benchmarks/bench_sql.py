@@ -1,17 +1,21 @@
-"""Speed of the SQL family: env steps/s with the oracle, and ``execution_match`` checks/s.
+"""Speed of the SQL family: resets, oracle episodes, and ``execution_match`` checks.
 
-* ``sql:Mixed-v0`` (one-step episodes: reset, then the gold query as the answer) and
-  ``sql:Mixed-Tools-v0`` (list tables, run the gold query as exploration, answer): steps/s
-  and episodes/s of the env driven by its oracle, in one process;
-* ``execution_match(gold, gold, db)`` over questions of every domain and level: checks/s
-  (each check parses the predicted query and runs both queries).
+* reset: ms per ``reset`` of ``sql:Mixed-v0`` on seeds never seen (each builds its
+  database) and on the same seeds again (cached, as when a GRPO group replays a seed);
+* ``sql:Mixed-v0`` (reset, the gold query as the answer) and ``sql:Mixed-Tools-v0`` (list
+  tables, run the gold query, answer) driven by their oracle, on a pinned database
+  (``db_seed=0``) and with a database per seed;
+* ``execution_match(gold, gold, db)`` over questions of every domain and level on SQLite and
+  on DuckDB (the answer in DuckDB's dialect): checks/s of wall time, and checks per CPU
+  second of this process and the DuckDB worker together (steadier on a loaded machine).
 
-    python benchmarks/bench_sql.py --episodes 500
+    python benchmarks/bench_sql.py --episodes 300 --checks 300
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -23,9 +27,40 @@ from palaestra.envs.sql.questions import generate_question
 from palaestra.verifiers.sql import connect_readonly, execution_match
 
 
-def oracle_rate(env_id: str, episodes: int) -> tuple[float, float]:
-    """(steps/s, episodes/s) of ``env_id`` played by its oracle over ``episodes`` seeds."""
-    env = palaestra.make(env_id)
+def worker_cpu() -> float:
+    """CPU seconds used so far by the DuckDB worker processes (0 where there are none)."""
+    try:
+        from palaestra.verifiers.sql_duckdb import default_pool
+    except ImportError:  # a version that ran DuckDB in this process
+        return 0.0
+    total = 0.0
+    for pid in default_pool().pids:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def reset_ms(seeds: range) -> tuple[float, float]:
+    """ms per reset of sql:Mixed-v0 on new ``seeds``, then on the same seeds again."""
+    env = palaestra.make("sql:Mixed-v0")
+    env.reset(seed=seeds[0])
+    times = []
+    for _ in range(2):
+        started = time.perf_counter()
+        for seed in seeds:
+            env.reset(seed=seed)
+        times.append((time.perf_counter() - started) / len(seeds) * 1000)
+    env.close()
+    return times[0], times[1]
+
+
+def oracle_rate(env_id: str, episodes: int, **kwargs: object) -> tuple[float, float]:
+    """(steps/s, episodes/s) of ``env_id`` played by its oracle over ``episodes`` seeds
+    (their databases built before timing)."""
+    env = palaestra.make(env_id, **kwargs)
+    for seed in range(episodes):
+        env.reset(seed=seed)
     steps = 0
     started = time.perf_counter()
     for seed in range(episodes):
@@ -41,9 +76,9 @@ def oracle_rate(env_id: str, episodes: int) -> tuple[float, float]:
     return steps / elapsed, episodes / elapsed
 
 
-def match_rate(checks: int, backend: str = "sqlite") -> float:
-    """``execution_match`` checks/s on gold-vs-gold pairs of every domain, the predicted
-    query on ``backend`` (DuckDB gets the gold in its dialect)."""
+def match_rate(checks: int, backend: str = "sqlite") -> tuple[float, float]:
+    """(checks/s, checks per CPU second) of ``execution_match`` on gold-vs-gold pairs of
+    every domain, the predicted query on ``backend`` (DuckDB gets it in its dialect)."""
     pairs = []
     rng = np.random.default_rng(0)
     domains = sorted(DOMAINS)
@@ -53,32 +88,37 @@ def match_rate(checks: int, backend: str = "sqlite") -> float:
         question = generate_question(domain, connections[domain], rng)
         pairs.append((question.gold_sql, database_path(domain)))
     answers = [sqlglot.transpile(gold, read="sqlite", write=backend)[0] for gold, _ in pairs]
-    execution_match(answers[0], pairs[0][0], pairs[0][1], backend=backend)  # start a worker
-    started = time.perf_counter()
+    for answer, (gold, path) in zip(answers[:10], pairs[:10], strict=True):
+        execution_match(answer, gold, path, backend=backend)  # start workers, load databases
+    cpu, worker, started = time.process_time(), worker_cpu(), time.perf_counter()
     matched = sum(
         execution_match(answer, gold, path, backend=backend)
         for answer, (gold, path) in zip(answers, pairs, strict=True)
     )
     elapsed = time.perf_counter() - started
+    used = time.process_time() - cpu + worker_cpu() - worker
     assert matched == checks, f"{checks - matched} gold queries did not match themselves"
-    return checks / elapsed
+    return checks / elapsed, checks / used
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--episodes", type=int, default=500)
-    parser.add_argument("--checks", type=int, default=500)
+    parser.add_argument("--episodes", type=int, default=300)
+    parser.add_argument("--checks", type=int, default=300)
     parser.add_argument("--backends", nargs="+", default=["sqlite", "duckdb"])
     args = parser.parse_args()
     for domain in DOMAINS:
         database_path(domain)  # built before timing
-    print("| measure | rate |\n| --- | ---: |")
+    print(f"load: {os.getloadavg()[0]:.2f}\n\n| measure | rate |\n| --- | ---: |")
+    fresh, again = reset_ms(range(500_000, 500_000 + args.episodes // 3))
+    print(f"| sql:Mixed-v0 reset, new seed / same seed again | {fresh:.1f} / {again:.1f} ms |")
     for env_id in ("sql:Mixed-v0", "sql:Mixed-Tools-v0"):
-        steps, episodes = oracle_rate(env_id, args.episodes)
-        print(f"| {env_id} with its oracle | {steps:,.0f} steps/s ({episodes:,.0f} episodes/s) |")
+        for label, kwargs in [("db_seed=0", {"db_seed": 0}), ("default", {})]:
+            steps, episodes = oracle_rate(env_id, args.episodes, **kwargs)
+            print(f"| {env_id} ({label}) oracle | {steps:,.0f} steps/s ({episodes:,.0f} ep/s) |")
     for backend in args.backends:
-        rate = match_rate(args.checks, backend)
-        print(f"| execution_match on {backend} (gold vs gold) | {rate:,.0f} checks/s |")
+        wall, cpu = match_rate(args.checks, backend)
+        print(f"| execution_match on {backend} | {wall:,.0f} checks/s, {cpu:,.0f} per CPU s |")
 
 
 if __name__ == "__main__":
