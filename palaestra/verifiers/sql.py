@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from palaestra.verifiers.sql_backend import (
     BACKENDS,
@@ -65,6 +67,7 @@ __all__ = [
     "to_sqlite",
 ]
 
+T = TypeVar("T")
 MAX_VALUE_BYTES = 100_000
 """The largest string or blob a query may build."""
 PROGRESS_OPCODES = 1_000
@@ -312,24 +315,56 @@ def execution_match(
     """1.0 when ``predicted_sql`` returns the same result as ``gold_sql`` on the SQLite file
     ``db_path`` (rules in the module docstring), else 0.0. Never raises for a bad predicted
     query. The gold query is SQLite's and runs on SQLite; the predicted one runs on
-    ``backend`` in its dialect (or is transpiled from ``dialect``)."""
+    ``backend`` in its dialect (or is transpiled from ``dialect``), on its own connection
+    and at the same time (a thread; both engines release the GIL while they work)."""
     gold_database = SQLiteDatabase(db_path)
-    database: Database = gold_database
+    database = open_database(db_path, backend)
     try:
-        gold = Gold.run(gold_database, gold_sql, timeout=timeout, max_rows=max_rows)
-        if backend != "sqlite":
-            database = open_database(db_path, backend)
+        predicted = _start(
+            lambda: _run_predicted(database, predicted_sql, dialect, timeout, max_rows)
+        )
         try:
-            predicted = (
-                predicted_sql
-                if dialect in (None, database.dialect)
-                else transpile(predicted_sql, dialect, database.dialect)
-            )
-            result = database.query(predicted, timeout=timeout, max_rows=max_rows)
-        except SQLError:
+            gold = Gold.run(gold_database, gold_sql, timeout=timeout, max_rows=max_rows)
+        finally:
+            result = predicted()
+        if result is None:
             return 0.0
         return float(answer_matches(result, gold, float_tolerance))  # may read the gold's ties
     finally:
         gold_database.close()
-        if database is not gold_database:
-            database.close()
+        database.close()
+
+
+def _run_predicted(
+    database: Database, sql: str, dialect: str | None, timeout: float, max_rows: int
+) -> QueryResult | None:
+    """The predicted query's result on ``database``, or None if it cannot run."""
+    try:
+        if dialect not in (None, database.dialect):
+            sql = transpile(sql, dialect, database.dialect)
+        return database.query(sql, timeout=timeout, max_rows=max_rows)
+    except SQLError:
+        return None
+
+
+def _start(work: Callable[[], T]) -> Callable[[], T]:
+    """Run ``work`` in a thread; the function returned waits for its value (or raises its
+    exception)."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as error:  # handed to the caller by wait()
+            box["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def wait() -> T:
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    return wait

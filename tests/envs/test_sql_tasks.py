@@ -251,16 +251,15 @@ def test_a_memorising_policy_wins_on_one_database_and_not_across_seeds():
 @pytest.mark.parametrize("env_id", DOMAIN_IDS)
 def test_scripted_cheaters_score_zero(env_id):
     env = palaestra.make(env_id)
-    for seed in range(8):
+    for seed in range(3):
         env.reset(seed=seed)
-        tables = env.unwrapped.sqlite().tables()
-        cheats = [
-            "SELECT 1 WHERE 0",  # an empty answer
-            "SELECT NULL",
-            "SELECT 0",
-            *(f"SELECT * FROM {table}" for table in tables),  # everything
-            "SELECT 793",  # a memorised constant
-        ]
+        database = env.unwrapped.sqlite()
+        cheats = ["SELECT 1 WHERE 0", "SELECT NULL", "SELECT 0", "SELECT 793"]  # empty, constants
+        for table in database.tables():  # everything, and every column's values
+            columns = {line.split()[0] for line in database.describe(table).splitlines()}
+            cheats.append(f"SELECT * FROM {table}")
+            cheats += [f"SELECT {c} FROM {table}" for c in sorted(columns)]
+            cheats += [f"SELECT DISTINCT {c} FROM {table}" for c in sorted(columns)]
         for cheat in cheats:
             env.reset(seed=seed)
             assert env.step(f"<solution>{cheat}</solution>")[1] == 0.0, (env_id, seed, cheat)

@@ -119,18 +119,18 @@ SCHOOL = [
         (MISS, "SELECT c.department, AVG(COALESCE(e.grade, 0)) FROM enrollments e "
                "JOIN courses c ON c.id = e.course_id GROUP BY c.department"),
     ]),
-    ("SELECT student_id, grade, RANK() OVER (ORDER BY grade DESC) AS r FROM enrollments "
-     "WHERE course_id = 3 AND grade IS NOT NULL ORDER BY r, student_id", [
-        (SAME, "SELECT student_id, grade, (SELECT COUNT(*) + 1 FROM enrollments x WHERE "
-               "x.course_id = 3 AND x.grade > e.grade) AS r FROM enrollments e "
-               "WHERE course_id = 3 AND grade IS NOT NULL ORDER BY r, student_id"),
-        (MISS, "SELECT student_id, grade, RANK() OVER (ORDER BY grade DESC) AS r FROM "
-               "enrollments WHERE course_id = 3 AND grade IS NOT NULL ORDER BY r, student_id DESC"),
-        (MISS, "SELECT student_id, grade, ROW_NUMBER() OVER (ORDER BY grade DESC, student_id) "
-               "AS r FROM enrollments WHERE course_id = 3 AND grade IS NOT NULL "
-               "ORDER BY r, student_id"),
-        (MISS, "SELECT student_id, grade, RANK() OVER (ORDER BY grade) AS r FROM enrollments "
-               "WHERE course_id = 3 AND grade IS NOT NULL ORDER BY r, student_id"),
+    ("SELECT id, credits, RANK() OVER (ORDER BY credits DESC) AS r FROM courses "
+     "ORDER BY r, id", [
+        (SAME, "SELECT id, credits, (SELECT COUNT(*) + 1 FROM courses x "
+               "WHERE x.credits > c.credits) AS r FROM courses c ORDER BY r, id"),
+        (SAME, "SELECT r, credits, id FROM (SELECT id, credits, RANK() OVER "
+               "(ORDER BY credits DESC) AS r FROM courses) AS t ORDER BY r, id"),
+        (MISS, "SELECT id, credits, RANK() OVER (ORDER BY credits DESC) AS r FROM courses "
+               "ORDER BY r, id DESC"),
+        (MISS, "SELECT id, credits, ROW_NUMBER() OVER (ORDER BY credits DESC, id) AS r "
+               "FROM courses ORDER BY r, id"),
+        (MISS, "SELECT id, credits, DENSE_RANK() OVER (ORDER BY credits DESC) AS r "
+               "FROM courses ORDER BY r, id"),
     ]),
     ("SELECT student_id FROM enrollments WHERE course_id = 5 INTERSECT "
      "SELECT student_id FROM enrollments WHERE course_id = 9", [

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 
 FIRST_NAMES = (
     "Ana", "Ben", "Chloé", "David", "Élodie", "Farid", "Grace", "Hiroshi", "Ingrid", "José",

@@ -142,7 +142,7 @@ INTENTS = {
         {
             "name": "SELECT p.name FROM patients p JOIN visits v ON v.patient_id = p.id "
             "JOIN prescriptions pr ON pr.visit_id = v.id GROUP BY p.name "
-            "HAVING COUNT(DISTINCT p.id) = 1"
+            "HAVING COUNT(DISTINCT p.id) = 1 AND COUNT(DISTINCT pr.drug) <= 4"
         },
     ),
     "supervised_doctors": Intent(

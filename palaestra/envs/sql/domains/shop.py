@@ -106,18 +106,17 @@ INTENTS = {
     "orders_in_status_between": Intent(
         1,
         (
-            "How many orders with status {status} were placed from {start} to {end}, both "
-            "days included?",
-            "Count the {status} orders whose order date lies between {start} and {end} "
+            "Which orders with status {status} were placed from {start} to {end}, both days "
+            "included? Give their ids.",
+            "Ids of the {status} orders whose order date lies between {start} and {end} "
             "(inclusive).",
         ),
-        "SELECT COUNT(*) FROM orders WHERE status = {status} "
-        "AND order_date BETWEEN {start} AND {end}",
+        "SELECT id FROM orders WHERE status = {status} AND order_date BETWEEN {start} AND {end}",
         {
             "status": "SELECT status FROM orders",
             "start": "SELECT order_date FROM orders WHERE status = {status}",
             "end": "SELECT order_date FROM orders WHERE status = {status} "
-            "AND order_date >= date({start}, '+60 days')",
+            "AND order_date >= {start}",
         },
     ),
     "price_labels": Intent(
@@ -146,7 +145,8 @@ INTENTS = {
         "WHERE c.name = {name}",
         {
             "name": "SELECT c.name FROM customers c JOIN orders o ON o.customer_id = c.id "
-            "GROUP BY c.name HAVING COUNT(DISTINCT c.id) = 1"
+            "JOIN order_items i ON i.order_id = o.id GROUP BY c.name "
+            "HAVING COUNT(DISTINCT c.id) = 1 AND COUNT(DISTINCT i.product_id) <= 20"
         },
     ),
     "city_orders_in_month": Intent(
