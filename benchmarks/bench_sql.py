@@ -10,13 +10,18 @@
   second of this process and the DuckDB worker together (steadier on a loaded machine).
 
     python benchmarks/bench_sql.py --episodes 300 --checks 300
+
+``--save-pairs FILE`` writes the question pairs; ``--pairs FILE`` checks those instead, so
+two versions of palaestra can be timed on the same queries.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import sqlglot
@@ -76,17 +81,22 @@ def oracle_rate(env_id: str, episodes: int, **kwargs: object) -> tuple[float, fl
     return steps / elapsed, episodes / elapsed
 
 
-def match_rate(checks: int, backend: str = "sqlite") -> tuple[float, float]:
-    """(checks/s, checks per CPU second) of ``execution_match`` on gold-vs-gold pairs of
-    every domain, the predicted query on ``backend`` (DuckDB gets it in its dialect)."""
+def question_pairs(checks: int, levels: tuple[int, ...]) -> list[tuple[str, str]]:
+    """(gold SQL, SQLite path) of ``checks`` questions at ``levels`` over every domain."""
     pairs = []
     rng = np.random.default_rng(0)
     domains = sorted(DOMAINS)
     connections = {d: connect_readonly(database_path(d)) for d in domains}
     for index in range(checks):
         domain = domains[index % len(domains)]
-        question = generate_question(domain, connections[domain], rng)
-        pairs.append((question.gold_sql, database_path(domain)))
+        question = generate_question(domain, connections[domain], rng, levels=levels)
+        pairs.append((question.gold_sql, str(database_path(domain))))
+    return pairs
+
+
+def match_rate(pairs: list[tuple[str, str]], backend: str = "sqlite") -> tuple[float, float]:
+    """(checks/s, checks per CPU second) of ``execution_match(gold, gold)`` over ``pairs``,
+    the predicted query on ``backend`` (DuckDB gets it in its dialect)."""
     answers = [sqlglot.transpile(gold, read="sqlite", write=backend)[0] for gold, _ in pairs]
     for answer, (gold, path) in zip(answers[:10], pairs[:10], strict=True):
         execution_match(answer, gold, path, backend=backend)  # start workers, load databases
@@ -97,8 +107,8 @@ def match_rate(checks: int, backend: str = "sqlite") -> tuple[float, float]:
     )
     elapsed = time.perf_counter() - started
     used = time.process_time() - cpu + worker_cpu() - worker
-    assert matched == checks, f"{checks - matched} gold queries did not match themselves"
-    return checks / elapsed, checks / used
+    assert matched == len(pairs), f"{len(pairs) - matched} gold queries did not match themselves"
+    return len(pairs) / elapsed, len(pairs) / used
 
 
 def main() -> None:
@@ -106,19 +116,36 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=300)
     parser.add_argument("--checks", type=int, default=300)
     parser.add_argument("--backends", nargs="+", default=["sqlite", "duckdb"])
+    parser.add_argument("--pairs", help="JSON file of [gold, path] pairs to check instead")
+    parser.add_argument("--save-pairs", help="write this version's question pairs here")
+    parser.add_argument("--checks-only", action="store_true")
     args = parser.parse_args()
     for domain in DOMAINS:
         database_path(domain)  # built before timing
     print(f"load: {os.getloadavg()[0]:.2f}\n\n| measure | rate |\n| --- | ---: |")
-    fresh, again = reset_ms(range(500_000, 500_000 + args.episodes // 3))
-    print(f"| sql:Mixed-v0 reset, new seed / same seed again | {fresh:.1f} / {again:.1f} ms |")
-    for env_id in ("sql:Mixed-v0", "sql:Mixed-Tools-v0"):
-        for label, kwargs in [("db_seed=0", {"db_seed": 0}), ("default", {})]:
-            steps, episodes = oracle_rate(env_id, args.episodes, **kwargs)
-            print(f"| {env_id} ({label}) oracle | {steps:,.0f} steps/s ({episodes:,.0f} ep/s) |")
-    for backend in args.backends:
-        wall, cpu = match_rate(args.checks, backend)
-        print(f"| execution_match on {backend} | {wall:,.0f} checks/s, {cpu:,.0f} per CPU s |")
+    if not args.checks_only:
+        fresh, again = reset_ms(range(500_000, 500_000 + args.episodes // 3))
+        print(f"| sql:Mixed-v0 reset, new seed / same seed again | {fresh:.1f} / {again:.1f} ms |")
+        for env_id in ("sql:Mixed-v0", "sql:Mixed-Tools-v0"):
+            for label, kwargs in [("db_seed=0", {"db_seed": 0}), ("default", {})]:
+                steps, episodes = oracle_rate(env_id, args.episodes, **kwargs)
+                rate = f"{steps:,.0f} steps/s ({episodes:,.0f} ep/s)"
+                print(f"| {env_id} ({label}) oracle | {rate} |")
+    suites = {"all levels": question_pairs(args.checks, (1, 2, 3, 4, 5))}
+    suites["levels 1-2"] = question_pairs(args.checks, (1, 2))
+    if args.save_pairs:
+        Path(args.save_pairs).write_text(json.dumps(suites))
+    if args.pairs:
+        suites = {
+            f"{name} (given)": pairs
+            for name, pairs in json.loads(Path(args.pairs).read_text()).items()
+        }
+    for name, pairs in suites.items():
+        for backend in args.backends:
+            wall, cpu = match_rate(pairs, backend)
+            print(
+                f"| execution_match on {backend}, {name} | {wall:,.0f} checks/s, {cpu:,.0f} per CPU s |"
+            )
 
 
 if __name__ == "__main__":

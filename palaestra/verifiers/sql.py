@@ -315,13 +315,14 @@ def execution_match(
     """1.0 when ``predicted_sql`` returns the same result as ``gold_sql`` on the SQLite file
     ``db_path`` (rules in the module docstring), else 0.0. Never raises for a bad predicted
     query. The gold query is SQLite's and runs on SQLite; the predicted one runs on
-    ``backend`` in its dialect (or is transpiled from ``dialect``), on its own connection
-    and at the same time (a thread; both engines release the GIL while they work)."""
+    ``backend`` in its dialect (or is transpiled from ``dialect``); on another backend, at
+    the same time as the gold (its worker process works while SQLite does)."""
     gold_database = SQLiteDatabase(db_path)
-    database = open_database(db_path, backend)
+    database = gold_database if backend == "sqlite" else open_database(db_path, backend)
     try:
         predicted = _start(
-            lambda: _run_predicted(database, predicted_sql, dialect, timeout, max_rows)
+            lambda: _run_predicted(database, predicted_sql, dialect, timeout, max_rows),
+            background=database is not gold_database,
         )
         try:
             gold = Gold.run(gold_database, gold_sql, timeout=timeout, max_rows=max_rows)
@@ -332,7 +333,8 @@ def execution_match(
         return float(answer_matches(result, gold, float_tolerance))  # may read the gold's ties
     finally:
         gold_database.close()
-        database.close()
+        if database is not gold_database:
+            database.close()
 
 
 def _run_predicted(
@@ -347,9 +349,11 @@ def _run_predicted(
         return None
 
 
-def _start(work: Callable[[], T]) -> Callable[[], T]:
-    """Run ``work`` in a thread; the function returned waits for its value (or raises its
-    exception)."""
+def _start(work: Callable[[], T], *, background: bool) -> Callable[[], T]:
+    """Run ``work`` in a thread if ``background`` (else when asked for); the function
+    returned gives its value (or raises its exception)."""
+    if not background:
+        return work
     box: dict[str, Any] = {}
 
     def run() -> None:

@@ -91,6 +91,14 @@ def test_each_seed_draws_its_own_database_and_eval_seeds_are_held_out():
     assert len(names) == 1
 
 
+def test_a_replayed_seed_is_the_same_episode_and_leaves_the_rng_as_a_fresh_draw_would():
+    replayed, fresh = palaestra.make("sql:Mixed-v0"), palaestra.make("sql:Mixed-v0")
+    first = replayed.reset(seed=5)[0]
+    assert replayed.reset(seed=5)[0] == first == fresh.reset(seed=5)[0]
+    assert replayed.reset()[0] == fresh.reset()[0]  # the unseeded draw after it agrees
+    assert replayed.unwrapped.problem.data["db_seed"] < HELD_OUT_FIRST_SEED
+
+
 @pytest.mark.parametrize("domain", sorted(DOMAINS))
 def test_every_gold_query_runs_and_returns_rows(domain):
     for seed in range(2):

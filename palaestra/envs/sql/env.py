@@ -292,6 +292,7 @@ class SyntheticSQL(SQLEnv):
         self.domains = sorted(DOMAINS) if domain == "mixed" else [domain]
         self.levels = PRESETS[difficulty]
         self.db_seed = db_seed
+        self._drawn = RecentlyUsed(64)  # seed -> (problem, RNG state after drawing it)
 
     def database_seed(self, seed: int | None) -> int:
         """The seed of this episode's database (see the class docstring)."""
@@ -302,14 +303,28 @@ class SyntheticSQL(SQLEnv):
         return int(self.np_random.integers(HELD_OUT_FIRST_SEED))
 
     def new_problem(self, seed: int | None, options: dict[str, Any]) -> Problem:
+        """The problem of ``seed``, drawn once per seed and kept (a GRPO group replays a
+        seed); the RNG is left as drawing it leaves it."""
+        if seed is None:
+            return self._draw_problem(None)
+        problem, state = self._drawn.get_or_add(
+            seed, lambda: (self._draw_problem(seed), self.np_random.bit_generator.state)
+        )
+        self.np_random.bit_generator.state = state
+        database_path(problem.data["domain"], problem.data["db_seed"])  # rebuilt if evicted
+        return problem
+
+    def _draw_problem(self, seed: int | None) -> Problem:
         domain = self.domains[int(self.np_random.integers(len(self.domains)))]
-        path = database_path(domain, self.database_seed(seed))
+        db_seed = self.database_seed(seed)
+        path = database_path(domain, db_seed)
         # questions draw their values with SQLite, whatever the backend
         question = generate_question(
             domain, self.sqlite(path).connection, self.np_random, levels=self.levels
         )
         data = {
             "db_path": str(path),
+            "db_seed": db_seed,
             "domain": domain,
             "level": question.level,
             "intent": question.intent,
