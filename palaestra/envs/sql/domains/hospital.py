@@ -83,8 +83,10 @@ INTENTS = {
     "doctors_since": Intent(
         1,
         (
-            "Which {specialty} doctors have practised since {start} or earlier? Give their names.",
-            "Names of the doctors in {specialty} whose start date is on or before {start}.",
+            "Which {specialty} doctors have practised since {start} or earlier? Give their "
+            "names, one row per doctor.",
+            "Names of the doctors in {specialty} whose start date is on or before {start} "
+            "(one row per doctor).",
         ),
         "SELECT name FROM doctors WHERE specialty = {specialty} AND since <= {start}",
         {
@@ -110,10 +112,10 @@ INTENTS = {
     "dose_labels": Intent(
         1,
         (
-            "For every {drug} prescription, give the visit id, the dose in mg and 'high' "
-            "when the dose is at least {limit} mg, else 'standard'.",
-            "Prescriptions of {drug}: visit id, dose_mg, and the label high (dose of {limit} "
-            "mg or more) or standard.",
+            "For every {drug} prescription (one row per prescription), give the visit id, "
+            "the dose in mg and 'high' when the dose is at least {limit} mg, else 'standard'.",
+            "Prescriptions of {drug}, one row per prescription: visit id, dose_mg, and the "
+            "label high (dose of {limit} mg or more) or standard.",
         ),
         "SELECT visit_id, dose_mg, CASE WHEN dose_mg >= {limit} THEN 'high' "
         "ELSE 'standard' END FROM prescriptions WHERE drug = {drug}",

@@ -112,9 +112,11 @@ INTENTS = {
         1,
         (
             "For course {course_id} in term {term}, give each graded student's id and a "
-            "letter: 'A' for a grade of 90 or more, 'B' from 75 to under 90, 'C' below 75.",
-            "Letter grades of course {course_id}, term {term}: student id, then A (90 and "
-            "up), B (75 up to 90) or C (under 75); ungraded enrollments left out.",
+            "letter, one row per student: 'A' for a grade of 90 or more, 'B' from 75 to "
+            "under 90, 'C' below 75.",
+            "Letter grades of course {course_id}, term {term}, one row per student: student "
+            "id, then A (90 and up), B (75 up to 90) or C (under 75); ungraded enrollments "
+            "left out.",
         ),
         "SELECT student_id, CASE WHEN grade >= 90 THEN 'A' WHEN grade >= 75 THEN 'B' "
         "ELSE 'C' END FROM enrollments WHERE course_id = {course_id} AND term = {term} "
