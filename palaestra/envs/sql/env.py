@@ -62,7 +62,8 @@ _FENCED_SQL = re.compile(r"```sql[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 SYSTEM_PROMPT = (
     "You answer questions about a {dialect} database by writing one SQL query. Think step "
     "by step, then give the final query inside <solution>...</solution> (or a ```sql code "
-    "block); only the last one counts. Return exactly the columns the question asks for."
+    "block); only the last one counts. Return exactly the columns the question asks for, "
+    "and numbers at full precision (do not round unless asked)."
 )
 SKYRL_SYSTEM_PROMPT = (
     "You answer questions about a {dialect} database by writing one SQL query. First think "
