@@ -13,6 +13,7 @@ pytest.importorskip("duckdb", reason="needs the 'duckdb' extra")
 
 import palaestra.verifiers.sql as sqlite_backend
 import palaestra.verifiers.sql_duckdb as duckdb_backend
+import palaestra.verifiers.sql_duckdb_worker as duckdb_worker
 from palaestra.verifiers.sql import SQLiteDatabase, execution_match
 from palaestra.verifiers.sql_backend import Database, SQLError, open_database
 from palaestra.verifiers.sql_duckdb import DuckDBDatabase, new_pool
@@ -166,7 +167,9 @@ def test_text_that_does_not_fit_its_declared_type_loads_as_text(tmp_path):
 
 
 def test_both_backends_implement_one_protocol_and_do_not_import_each_other(db):
-    for module, other in [(sqlite_backend, "sql_duckdb"), (duckdb_backend, "sql")]:
+    pairs = [(sqlite_backend, "sql_duckdb"), (sqlite_backend, "sql_duckdb_worker")]
+    pairs += [(duckdb_backend, "sql"), (duckdb_worker, "sql")]
+    for module, other in pairs:
         tree = ast.parse(Path(module.__file__).read_text())
         imported = {
             name
