@@ -45,7 +45,8 @@ class Conversation:
     name of the tool-call format it reads (:mod:`palaestra.core.tool_calls`).
     ``rng`` is seeded from ``seed`` (task seed and sample index),
     for sampling agents; ``state`` is scratch space an agent may use for the rest of the
-    episode.
+    episode. ``max_tokens`` is the most tokens the next completion may have before the
+    episode's token budget runs out (None without a budget); the runner cuts a longer one.
     """
 
     __slots__ = (
@@ -54,6 +55,7 @@ class Conversation:
         "_turns",
         "_turns_seen",
         "env",
+        "max_tokens",
         "prompt_ids",
         "seed",
         "state",
@@ -78,6 +80,7 @@ class Conversation:
         self.tools = [] if tools is None else tools
         self.tool_format = tool_format
         self.prompt_ids = prompt_ids
+        self.max_tokens: int | None = None
         self.env = env
         self.seed = seed
         self.state: dict[str, Any] = {}

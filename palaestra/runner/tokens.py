@@ -130,12 +130,32 @@ class TokenRecorder:
         self._append(episode, ids, logprobs, 1, turn)
         return ids
 
+    def fit(self, action: Action, max_tokens: int) -> Action:
+        """``action`` cut to its first ``max_tokens`` tokens (the text decoded from them,
+        finish reason ``"length"``), as an engine asked for at most ``max_tokens`` would have
+        sampled it; unchanged when it fits."""
+        ids = action.token_ids or self.chat.encode(action.text)
+        if len(ids) <= max_tokens:
+            return action
+        kept = ids[:max_tokens]
+        text = self.chat.tokenizer.decode(kept, skip_special_tokens=True)
+        return Action(text, kept, action.logprobs[:max_tokens], "length")
+
     def add_observation(
-        self, episode: Episode, messages: list[Message], completion_ids: list[int], turn: int
-    ) -> list[int]:
+        self,
+        episode: Episode,
+        messages: list[Message],
+        completion_ids: list[int],
+        turn: int,
+        *,
+        limit: int | None = None,
+    ) -> list[int] | None:
         """Record an observation (its messages) as the template delta; returns the whole
-        sequence."""
+        sequence, or None (recording nothing) when the sequence would then leave no room
+        under ``limit`` tokens for another completion."""
         ids = self.chat.observation_ids(messages, completion_ids)
+        if limit is not None and len(episode.token_ids) + len(ids) >= limit:
+            return None
         self._append(episode, ids, [0.0] * len(ids), self.observation_mask, turn)
         return episode.token_ids
 
