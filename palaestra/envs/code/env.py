@@ -48,12 +48,15 @@ class CodeEnv(AnswerEnv):
         *,
         reward: Literal["fraction", "all"] = "fraction",
         max_attempts: int = 1,
+        attempt_cost: float = 0.0,
         timeout: float = 5.0,
         sandbox: Sandbox | str | None = None,
         max_failures_shown: int = 3,
         render_mode: str | None = None,
     ):
-        super().__init__(max_attempts=max_attempts, render_mode=render_mode)
+        super().__init__(
+            max_attempts=max_attempts, attempt_cost=attempt_cost, render_mode=render_mode
+        )
         if reward not in ("fraction", "all"):
             raise ValueError(f"reward must be 'fraction' or 'all', got {reward!r}")
         if isinstance(sandbox, str):
