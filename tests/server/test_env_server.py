@@ -142,6 +142,40 @@ def test_slow_server_errors_the_episode_instead_of_hanging(env_server):
     assert "no answer within 0.2 s" in episode.error
 
 
+def test_one_client_serves_runs_on_successive_event_loops(env_server):
+    """The trainer shares one client between its runner and its eval runner, each run on a
+    new event loop: pooled sessions of an ended loop must not be handed out again."""
+    host = EnvServerClient(env_server, timeout_s=3)
+    tasks = make_tasks(["test:Echo-v0", "game:GuessTheNumber-v0"], range(4))
+    train, evaluate = (Runner(PolicyAgent(lambda obs: "x"), max_turns=2, host=host) for _ in "ab")
+    for runner in (train, train, evaluate, train):
+        episodes = runner.run(tasks)
+        assert [e.error for e in episodes] == [None] * len(tasks)
+        assert all(e.num_turns == 2 for e in episodes)
+    _wait_for(lambda: metric(env_server, "palaestra_sessions_open") == 0)
+
+
+async def test_a_server_that_never_answers_fails_requests_at_their_deadline():
+    """A server that accepts the connection but never reads or answers (a hung process)."""
+    from websockets.asyncio.server import serve
+
+    async def silent(connection) -> None:
+        await connection.wait_closed()  # reads nothing: one frame fills its queue
+
+    async with serve(
+        silent, "127.0.0.1", 0, max_size=None, max_queue=1, ping_interval=None
+    ) as server:
+        port = server.sockets[0].getsockname()[1]
+        host = EnvServerClient(f"http://127.0.0.1:{port}", timeout_s=0.3)
+        handle = host.acquire(Task("test:Echo-v0"))
+        with pytest.raises(EnvServerError, match=r"no answer within 0\.3 s"):
+            await handle.areset(seed=0)
+        big = host.acquire(Task("test:Echo-v0"))
+        with pytest.raises(EnvServerError, match=r"no answer within 0\.3 s"):
+            await big.areset(seed=0, options={"pad": "x" * (8 << 20)})  # never sent in full
+        await host.aclose()
+
+
 def test_unreachable_server_errors_every_episode():
     with running_server() as url:
         dead = url  # nothing listens there once the server stopped
@@ -196,7 +230,7 @@ async def test_idle_sessions_are_closed():
         host = EnvServerClient(url)
         handle = host.acquire(Task("test:Echo-v0"))
         await handle.areset(seed=0)
-        assert httpx.get(f"{url}/health").json()["sessions"] == 1
+        assert metric(url, "palaestra_sessions_opened_total") == 1
         await asyncio.to_thread(
             _wait_for, lambda: httpx.get(f"{url}/health").json()["sessions"] == 0
         )
