@@ -70,7 +70,12 @@ class EnvServerError(RuntimeError):
 
 def encode_frame(messages: list[dict[str, Any]]) -> str:
     """One frame: a JSON list of messages (numpy scalars and other non-JSON values as text)."""
-    return json.dumps(messages, separators=(",", ":"), default=_jsonable)
+    return _ENCODER.encode(messages)
+
+
+def encode_message(message: dict[str, Any]) -> str:
+    """One message as JSON text (ASCII), to be joined into a frame."""
+    return _ENCODER.encode(message)
 
 
 def _jsonable(value: Any) -> Any:
@@ -83,6 +88,9 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         return sorted(value, key=str)
     return str(value)
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=_jsonable)
 
 
 def websocket_url(url: str) -> str:
@@ -256,14 +264,12 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-def check_action_size(action: str, limit: int) -> None:
-    """Raise :class:`EnvServerError` when ``action`` is over ``limit`` UTF-8 bytes (encoded
-    only when it might be)."""
-    if len(action) * 4 > limit and len(action.encode()) > limit:
-        raise EnvServerError(
-            f"action of {len(action.encode())} bytes exceeds the server's limit of {limit}",
-            TOO_LARGE,
-        )
+def size_error(what: str, text: str, limit: int) -> str | None:
+    """The error message when ``text`` is over ``limit`` UTF-8 bytes, else None (encoded
+    only when it might be over)."""
+    if len(text) * 4 > limit and len(text.encode()) > limit:
+        return f"{what} of {len(text.encode())} bytes exceeds the server's limit of {limit}"
+    return None
 
 
 class NetworkEnv:
@@ -326,7 +332,9 @@ class NetworkEnv:
     async def astep(self, action: str) -> StepResult:
         link = self._open_link()
         if link.max_action_bytes is not None:
-            check_action_size(action, link.max_action_bytes)
+            error = size_error("action", action, link.max_action_bytes)
+            if error is not None:  # refused here: the request never reaches the wire
+                raise EnvServerError(error, TOO_LARGE)
         obs, reward, terminated, truncated, info = await self._call(
             link.request("step", self._session, action=action)
         )

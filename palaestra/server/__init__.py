@@ -3,5 +3,6 @@ for the protocol and the client) and the retrieval server (``palaestra serve-ret
 
 from palaestra.server.run import build_server, is_loopback
 from palaestra.server.sessions import ServerLimits, SessionTable
+from palaestra.server.stepping import Stepping
 
-__all__ = ["ServerLimits", "SessionTable", "build_server", "is_loopback"]
+__all__ = ["ServerLimits", "SessionTable", "Stepping", "build_server", "is_loopback"]
