@@ -193,7 +193,7 @@ class Connection:
                 return None
             result = self.table.run(key, request)
         except Exception as exc:
-            self._answer_error(request.id, exc)
+            self._answer_error(request.id, exc, self._discreet(request.session))
             return None
         if isinstance(result, asyncio.Future):
             return result
@@ -214,7 +214,7 @@ class Connection:
         else:
             if request.op == "create" and (self.number, request.session) not in self.table.sessions:
                 self.sessions.discard(request.session)
-            self._answer_error(request.id, error)
+            self._answer_error(request.id, error, self._discreet(request.session))
         self._next(request.session)
 
     def _next(self, session: int) -> None:
@@ -232,12 +232,16 @@ class Connection:
     def _refuse(self, request_id: Any, message: str, code: str = BAD_REQUEST) -> None:
         self._answer_error(request_id, RequestError(message, code))
 
-    def _answer_error(self, request_id: Any, exc: BaseException) -> None:
+    def _discreet(self, session: int) -> bool:
+        found = self.table.sessions.get((self.number, session))
+        return found is not None and found.discreet
+
+    def _answer_error(self, request_id: Any, exc: BaseException, discreet: bool = False) -> None:
         self.table.counters["request_errors"] += 1
         if isinstance(exc, RequestError):
             answer = {"id": request_id, "error": str(exc), "code": exc.code}
         else:
-            answer = {"id": request_id, "error": client_message(exc)}
+            answer = {"id": request_id, "error": client_message(exc, discreet)}
         self._send(encode_message(answer))
 
     def _answer_ok(self, request_id: int, payload: Any) -> None:
@@ -292,10 +296,11 @@ class Connection:
         return texts
 
 
-def client_message(exc: BaseException) -> str:
+def client_message(exc: BaseException, discreet: bool = False) -> str:
     """What a client learns of an env's error: its type and message, except for errors of
-    the operating system (files, sockets), which could tell what exists on the server."""
-    if isinstance(exc, OSError):
+    the operating system (files, sockets) and errors of ``discreet`` sessions (built with
+    kwargs the client chose, such as a path), which could tell what exists on the server."""
+    if discreet or isinstance(exc, OSError):
         logger.warning("env error hidden from the client: %r", exc)
-        return "the env hit an operating-system error on the server (its log has it)"
+        return "the env failed on the server (its log has the error)"
     return f"{type(exc).__name__}: {exc}"

@@ -89,6 +89,8 @@ class Session:
         self.limits = limits
         self.busy = 0
         self.last_used = time.monotonic()
+        self.discreet = False
+        """Whether the client chose env kwargs: its errors then reach it without detail."""
 
     def submit(self, request: Request) -> asyncio.Future[Any]:
         """Start a reset or step; the future gets its answer's payload."""
@@ -289,6 +291,7 @@ class SessionTable:
             ) from None
         finally:
             self.creating.discard(key)
+        session.discreet = bool(kwargs)
         self.sessions[key] = session
         self.counters["sessions_opened"] += 1
 
