@@ -11,9 +11,13 @@ of the event loop go out as one frame (a JSON list), and the server answers in f
 so per-message framing costs are shared by every session stepping at that moment; HTTP would
 pay headers, routing and a response per step.
 
-Requests: ``create`` (env id + kwargs), ``reset`` (seed, options), ``step`` (action) and
-``close``, each naming its ``session`` (numbered by the client, per connection). Responses:
-``{"id": n, "ok": payload}`` or ``{"id": n, "error": message, "code": ...}``.
+Requests: ``create`` (env id + kwargs), ``reset`` (seed, options), ``step`` (an ``action``,
+or ``play``: a policy of :data:`SERVER_POLICIES` the server plays from the env's own state)
+and ``close``, each naming its ``session`` (numbered by the client, per connection). Ids are
+integers that increase on each connection: the server refuses a repeated one, so a request
+never runs twice. Responses: ``{"id": n, "ok": payload}`` or ``{"id": n, "error": message,
+"code": ...}``. The handshake's answer announces the server's action limit
+(:data:`ACTION_LIMIT_HEADER`), so a larger action is refused here and never sent.
 
 A request that times out, a dropped connection or a server restart fails that episode's call
 with :class:`EnvServerError`, which the runner records as an errored episode; the run goes on.
@@ -124,8 +128,10 @@ class _Link:
     """One WebSocket connection of one event loop: sends queued requests as frames, matches
     answers by id, and fails each request still unanswered at its deadline.
 
-    Deadlines are timers on the event loop, so they hold whatever the connection does: a
-    server that never answers, never reads, or a socket that hangs.
+    Deadlines are kept by a timer of the event loop, so they hold whatever the connection
+    does: a server that never answers, never reads, or a socket that hangs. Every request
+    of a link has the same timeout, so deadlines come in id order and one timer, set for
+    the oldest pending request, serves them all.
     """
 
     def __init__(self, ws: Any, timeout_s: float, max_action_bytes: int | None):
@@ -138,7 +144,8 @@ class _Link:
         self.sessions = itertools.count()
         self._open = True
         self._ids = itertools.count()
-        self._pending: dict[int, tuple[asyncio.Future[Any], asyncio.TimerHandle]] = {}
+        self._pending: dict[int, tuple[asyncio.Future[Any], float]] = {}
+        self._timer: asyncio.TimerHandle | None = None
         self._outbox: list[dict[str, Any]] = []
         self._wake = asyncio.Event()
         self._sending_since: float | None = None
@@ -166,8 +173,10 @@ class _Link:
         loop = self.loop
         future = loop.create_future()
         request_id = next(self._ids)
-        timer = loop.call_at(loop.time() + self.timeout_s, self._expire, request_id)
-        self._pending[request_id] = (future, timer)
+        deadline = loop.time() + self.timeout_s
+        self._pending[request_id] = (future, deadline)
+        if self._timer is None:
+            self._timer = loop.call_at(deadline, self._expire)
         self._outbox.append({"id": request_id, "op": op, "session": session, **fields})
         self._wake.set()
         return future
@@ -177,17 +186,24 @@ class _Link:
         if self.alive:
             self.request(op, session, **fields).add_done_callback(_retrieve)
 
-    def _expire(self, request_id: int) -> None:
-        entry = self._pending.pop(request_id, None)
-        if entry is None:
-            return
-        future = entry[0]
-        if not future.done():
-            future.set_exception(
-                EnvServerError(f"env server gave no answer within {self.timeout_s:g} s")
-            )
+    def _expire(self) -> None:
+        """Fail the requests past their deadline; set the timer for the next one."""
+        self._timer = None
+        now = self.loop.time()
+        pending = self._pending
+        while pending:
+            request_id = next(iter(pending))
+            future, deadline = pending[request_id]
+            if deadline > now:
+                self._timer = self.loop.call_at(deadline, self._expire)
+                break
+            del pending[request_id]
+            if not future.done():
+                future.set_exception(
+                    EnvServerError(f"env server gave no answer within {self.timeout_s:g} s")
+                )
         since = self._sending_since
-        if since is not None and self.loop.time() - since >= self.timeout_s:
+        if since is not None and now - since >= self.timeout_s:
             self._fail(f"took no data for {self.timeout_s:g} s")
 
     async def _write(self) -> None:
@@ -225,8 +241,7 @@ class _Link:
         if entry is None or entry[0].done():
             self.late_answers += 1
             return
-        future, timer = entry
-        timer.cancel()
+        future = entry[0]
         if "error" in answer:
             future.set_exception(EnvServerError(answer["error"], answer.get("code")))
         else:
@@ -240,8 +255,9 @@ class _Link:
         self._open = False
         self.ws.transport.abort()
         self._failure = reason
-        for future, timer in self._pending.values():
-            timer.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+        for future, _ in self._pending.values():
             if not future.done():
                 future.set_exception(EnvServerError(f"env server {reason}"))
         self._pending.clear()

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from palaestra.runner.network import FRAME_BYTES
@@ -76,6 +79,29 @@ def build_server(
         lifespan="on",
     )
     return uvicorn.Server(config)
+
+
+@contextmanager
+def serving(env_patterns: Sequence[str] = (), **options: Any) -> Iterator[str]:
+    """Serve in a thread of this process (on a free port unless ``port`` is given); yields
+    the server's URL and stops the server on exit. ``options`` go to :func:`build_server`.
+
+    >>> with serving(["game:*"]) as url:  # doctest: +SKIP
+    ...     episodes = Runner(OracleAgent(), host=EnvServerClient(url)).run(tasks)
+    """
+    server = build_server(env_patterns, **{"port": 0, **options})
+    thread = threading.Thread(target=server.run, name="palaestra-serve", daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("the env server did not start (its log says why)")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join()
 
 
 def _abortable_websockets() -> type:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -13,7 +12,7 @@ import pytest
 
 import palaestra
 from palaestra.core import deregister
-from palaestra.server import build_server
+from palaestra.server import serving
 from tests.server.served_envs import SERVED_TEST_ENVS
 
 
@@ -23,19 +22,8 @@ def running_server(port: int = 0, **options) -> Iterator[str]:
     the ``serve`` extra is missing)."""
     for module in ("fastapi", "uvicorn", "websockets"):
         pytest.importorskip(module, reason="the env server needs the 'serve' extra")
-    server = build_server(port=port, **options)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("the env server did not start")
-        time.sleep(0.01)
-    bound = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{bound}"
-    finally:
-        server.should_exit = True
-        thread.join()
+    with serving(port=port, **options) as url:
+        yield url
 
 
 def metric(url: str, name: str) -> float:
