@@ -74,7 +74,14 @@ class Connection:
 
     @property
     def idle(self) -> bool:
-        """Whether the client has no session and nothing in flight here."""
+        """Whether the client has no session (the reaper may have closed them) and nothing
+        in flight here."""
+        table = self.table
+        self.sessions = {
+            number
+            for number in self.sessions
+            if (self.number, number) in table.sessions or (self.number, number) in table.creating
+        }
         return not (self.sessions or self._queues or self._running)
 
     async def serve(self) -> None:

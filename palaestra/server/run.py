@@ -118,4 +118,10 @@ def _abortable_websockets() -> type:
             if scope is not None:
                 scope["extensions"][ABORT_EXTENSION] = self.transport.abort
 
+        async def send(self, message: Any) -> None:
+            await super().send(message)
+            if message["type"] == "websocket.http.response.body" and not message.get("more_body"):
+                # A refused handshake (401, 503) is complete; uvicorn would log it as an error.
+                self.handshake_complete = True
+
     return AbortableWebSockets

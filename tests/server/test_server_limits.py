@@ -152,10 +152,21 @@ async def test_connections_are_limited_and_idle_ones_closed():
             with pytest.raises(ConnectionClosed):  # no session: closed once idle
                 await idle.recv()
             assert idle.close_code == 1000 and "no session" in idle.close_reason
-        assert metric(url, 'palaestra_connections_dropped_total{reason="idle"}') == 1
+        # The other client's session idled out too, and then its connection.
+        assert metric(url, 'palaestra_connections_dropped_total{reason="idle"}') >= 1
         async with raw_socket(url) as again:  # its place is free again
             await _open(again, 0, "test:Echo-v0", 0)
         await busy.aclose()
+
+
+async def test_a_connection_whose_sessions_idled_out_is_closed_too():
+    with running_server(limits=ServerLimits(idle_timeout_s=0.3)) as url:
+        async with raw_socket(url) as ws:
+            await _open(ws, 0, "test:Echo-v0", 0)
+            with pytest.raises(ConnectionClosed):  # the session idles out, then the connection
+                await ws.recv()
+        assert metric(url, 'palaestra_sessions_closed_total{reason="idle"}') == 1
+        assert metric(url, 'palaestra_connections_dropped_total{reason="idle"}') == 1
 
 
 async def test_creates_in_flight_count_against_the_session_limit():
