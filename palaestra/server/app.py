@@ -95,7 +95,7 @@ async def _reap_idle(table: SessionTable, connections: set[Connection]) -> None:
         deadline = time.monotonic() - idle_s
         for connection in list(connections):
             if connection.idle and connection.last_active < deadline:
-                connection.drop("idle", f"no session and no request for {idle_s:g} s", 1000)
+                connection.drop("idle", f"no session and no request for {idle_s:g} s")
 
 
 def render_metrics(table: SessionTable, connections: int) -> str:

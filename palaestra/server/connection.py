@@ -109,20 +109,23 @@ class Connection:
             for number in self.sessions:
                 self.table.close((self.number, number), "disconnect")
 
-    def drop(self, reason: str, message: str, code: int = 1008) -> None:
-        """End the connection (``reason`` is counted): a closing handshake if the socket
-        takes it within :data:`CLOSE_TIMEOUT_S`, else the socket is dropped."""
+    def drop(self, reason: str, message: str, *, reads: bool = True) -> None:
+        """End the connection (``reason`` is counted): a closing handshake with ``message``
+        if the client ``reads`` and the socket takes it within :data:`CLOSE_TIMEOUT_S`,
+        else the socket is dropped at once."""
         if self.closing is not None:
             return
         self.closing = reason
         self.table.counters[f"connections_dropped_{reason}"] += 1
         self._outbox.clear()
         self._outbox_bytes = 0
-        self._closer = asyncio.ensure_future(self._close(code, message))
+        self._closer = asyncio.ensure_future(self._close(message, reads))
 
-    async def _close(self, code: int, message: str) -> None:
+    async def _close(self, message: str, reads: bool) -> None:
         try:
-            await asyncio.wait_for(self.websocket.close(code, message), CLOSE_TIMEOUT_S)
+            if not reads:
+                raise ConnectionAbortedError
+            await asyncio.wait_for(self.websocket.close(1000, message), CLOSE_TIMEOUT_S)
         except Exception:  # the client does not read, or is gone
             if self.abort is not None:
                 self.abort()
@@ -268,6 +271,7 @@ class Connection:
             self.drop(
                 "unread",
                 f"more than {self.limits.max_unread_bytes} bytes of answers unread",
+                reads=False,
             )
             return
         self._wake.set()
