@@ -34,6 +34,22 @@ def test_cli_serve_refuses_a_public_address_without_a_token(monkeypatch):
     assert "without a bearer token" in result.output
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--token", "s3cret"], "at least 16 printable ASCII"),
+        (["--allow-kwargs", "rg:*"], "ID_OR_GLOB=NAME"),
+        (["--step-executor", "fibers"], "step executor must be one of"),
+        (["--max-unread-bytes", "0"], "must be >= 1"),
+    ],
+)
+def test_cli_serve_refuses_bad_settings(monkeypatch, args, message):
+    monkeypatch.delenv("PALAESTRA_ENV_SERVER_TOKEN", raising=False)
+    result = CliRunner().invoke(app, ["serve", *args])
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
+
+
 @pytest.mark.slow
 def test_trainer_rollouts_on_an_env_server_match_local_ones(env_server, tmp_path: Path):
     pytest.importorskip("torch", reason="the trainer needs torch (extra 'train')")
