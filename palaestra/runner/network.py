@@ -167,7 +167,7 @@ class _Link:
         the latest when the request's deadline passes."""
         if not self.alive:
             future = asyncio.get_running_loop().create_future()
-            reason = self._failure if self._open else f"{self._failure} (an earlier event loop)"
+            reason = "connection belongs to an earlier event loop" if self._open else self._failure
             future.set_exception(EnvServerError(f"env server {reason}"))
             return future
         loop = self.loop

@@ -94,7 +94,7 @@ async def _reap_idle(table: SessionTable, connections: set[Connection]) -> None:
         table.close_idle()
         deadline = time.monotonic() - idle_s
         for connection in list(connections):
-            if connection.idle and connection.last_active < deadline:
+            if connection.is_idle() and connection.last_active < deadline:
                 connection.drop("idle", f"no session and no request for {idle_s:g} s")
 
 

@@ -72,16 +72,18 @@ class Connection:
         self._task: asyncio.Task[Any] | None = None
         self._closer: asyncio.Future[None] | None = None
 
-    @property
-    def idle(self) -> bool:
-        """Whether the client has no session (the reaper may have closed them) and nothing
-        in flight here."""
+    def is_idle(self) -> bool:
+        """Whether the client has no session and nothing in flight here (forgets the
+        sessions the reaper closed)."""
         table = self.table
-        self.sessions = {
+        open_now = {
             number
             for number in self.sessions
             if (self.number, number) in table.sessions or (self.number, number) in table.creating
         }
+        if open_now != self.sessions:  # the reaper closed some: idle from now on at most
+            self.sessions = open_now
+            self.last_active = time.monotonic()
         return not (self.sessions or self._queues or self._running)
 
     async def serve(self) -> None:
