@@ -12,8 +12,10 @@ every session (palaestra's client) and over one WebSocket per session. OpenEnv's
 opens one WebSocket per session, and its server steps every env on its session's thread,
 so "thread, one socket per session" is the like-for-like row. OpenEnv's echo env is the one
 its ``openenv init`` template generates. Rounds alternate the configurations (both servers
-stay up); the table gives each configuration's median over the rounds, and the load average
-before and after.
+stay up); the table gives each configuration's median round and the load average before
+and after. It also gives the CPU time per step of the server and of the load process: on a
+busy machine, throughput mostly measures how often the scheduler runs each process, while
+CPU time per step measures the work (Linux: read from /proc).
 
     python benchmarks/bench_serve_vs_openenv.py --openenv-python .venv-openenv/bin/python
 
@@ -156,9 +158,11 @@ SETUPS = [
 async def drive(
     sessions: int, step: Callable[[int], Awaitable[object]], seconds: float, warmup: float
 ) -> dict[str, float]:
-    """Step every session in a loop; latencies and errors counted after the warm-up only."""
+    """Step every session in a loop; latencies, errors and this process's CPU time counted
+    after the warm-up only."""
     latencies: list[float] = []
     errors = 0
+    cpu: list[float] = []
     start = time.perf_counter()
     measure_from, end = start + warmup, start + warmup + seconds
 
@@ -174,7 +178,15 @@ async def drive(
             if now >= measure_from:
                 latencies.append(time.perf_counter() - now)
 
-    await asyncio.gather(*(loop(i) for i in range(sessions)))
+    async def clock() -> None:  # tells the parent when the measured window starts and ends
+        await asyncio.sleep(warmup)
+        cpu.append(time.process_time())
+        print("measuring", flush=True)
+        await asyncio.sleep(seconds)
+        cpu.append(time.process_time())
+        print("measured", flush=True)
+
+    await asyncio.gather(clock(), *(loop(i) for i in range(sessions)))
     latencies.sort()
 
     def quantile(q: float) -> float:
@@ -186,6 +198,7 @@ async def drive(
         "p50_ms": quantile(0.50),
         "p99_ms": quantile(0.99),
         "errors": errors,
+        "client_us_per_step": 1e6 * (cpu[1] - cpu[0]) / max(1, len(latencies)),
     }
 
 
@@ -271,22 +284,39 @@ def start_server(side: str, python: str, echo_dir: str) -> tuple[subprocess.Pope
     return server, port
 
 
-def run_load(setup: Setup, python: str, port: int, args: argparse.Namespace, echo_dir: str) -> dict:
-    """One load process against a running server; its result line, parsed."""
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_load(
+    setup: Setup,
+    python: str,
+    server: subprocess.Popen,
+    port: int,
+    args: argparse.Namespace,
+    echo_dir: str,
+) -> dict:
+    """One load process against a running server; its result, with the server's CPU time
+    per step over the same measured window."""
     command = [python, __file__, "--load", setup.side, "--url", f"http://127.0.0.1:{port}"]
     command += ["--env-id", THREAD_ID if setup.stepping == "thread" else INLINE_ID]
     command += ["--connections", str(args.sessions if setup.per_session else 1)]
     for flag in ("sessions", "seconds", "warmup"):
         command += [f"--{flag}", str(getattr(args, flag))]
-    load = subprocess.run(
-        command,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": f"{ROOT}:{echo_dir}"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(load.stdout.strip().splitlines()[-1])
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{echo_dir}"}
+    marks, last = [], ""
+    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True) as load:
+        for line in load.stdout:  # type: ignore[union-attr]
+            if line.strip() in ("measuring", "measured"):
+                marks.append(cpu_seconds(server.pid))
+            last = line
+    if load.returncode != 0 or len(marks) != 2:
+        raise RuntimeError(f"the {setup.label} load failed (exit code {load.returncode})")
+    result = json.loads(last)
+    result["server_us_per_step"] = 1e6 * (marks[1] - marks[0]) / max(1, result["steps"])
+    return result
 
 
 def measure(args: argparse.Namespace, setups: list[Setup], echo_dir: str) -> dict[Setup, list]:
@@ -299,8 +329,9 @@ def measure(args: argparse.Namespace, setups: list[Setup], echo_dir: str) -> dic
     try:
         for _ in range(args.rounds):
             for setup in setups:
-                port = servers[setup.side][1]
-                results[setup].append(run_load(setup, pythons[setup.side], port, args, echo_dir))
+                server, port = servers[setup.side]
+                result = run_load(setup, pythons[setup.side], server, port, args, echo_dir)
+                results[setup].append(result)
     finally:
         for server, _ in servers.values():
             server.terminate()
@@ -319,20 +350,29 @@ def report(args: argparse.Namespace, results: dict[Setup, list], loads: tuple) -
         f"{args.sessions} sessions, {args.seconds:g} s after {args.warmup:g} s warm-up, "
         f"echo env, loopback, median of {args.rounds} round(s)"
     )
+    before, after = (" ".join(f"{value:.2f}" for value in load) for load in loads)
+    print(f"load average (1, 5, 15 min): before {before}, after {after}")
+    medians = {setup: median_result(runs) for setup, runs in results.items()}
+    openenv = next((r for s, r in medians.items() if s.side == "openenv"), None)
     print(
-        "load average (1, 5, 15 min): before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f}".format(
-            *loads[0], *loads[1]
-        )
+        "| setup | steps/s | p50 ms | p99 ms | errors | / OpenEnv | server us/step "
+        "| client us/step | CPU per step, OpenEnv / this |"
     )
-    openenv = next((median_result(r) for s, r in results.items() if s.side == "openenv"), None)
-    print("| setup | steps/s | p50 ms | p99 ms | errors | / OpenEnv |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for setup, runs in results.items():
-        result = median_result(runs)
-        ratio = "" if openenv is None else f"{result['steps_per_s'] / openenv['steps_per_s']:.1f}x"
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for setup, result in medians.items():
+        cpu = result["server_us_per_step"] + result["client_us_per_step"]
+        if openenv is None:
+            ratio = cpu_ratio = ""
+        else:
+            ratio = f"{result['steps_per_s'] / openenv['steps_per_s']:.1f}x"
+            openenv_cpu = openenv["server_us_per_step"] + openenv["client_us_per_step"]
+            cpu_ratio = f"{openenv_cpu / cpu:.1f}x"
+        errors = sum(run["errors"] for run in results[setup])
         print(
             f"| {setup.label} | {result['steps_per_s']:,.0f} | {result['p50_ms']:.1f} | "
-            f"{result['p99_ms']:.1f} | {sum(run['errors'] for run in runs)} | {ratio} |"
+            f"{result['p99_ms']:.1f} | {errors} | {ratio} | "
+            f"{result['server_us_per_step']:.0f} | {result['client_us_per_step']:.0f} | "
+            f"{cpu_ratio} |"
         )
 
 
