@@ -21,7 +21,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from palaestra.runner.network import FRAME_BYTES, encode_message
+from palaestra.runner.network import FRAME_BYTES, encode_frame, encode_message
 from palaestra.server.sessions import SessionKey, SessionTable
 from palaestra.server.wire import (
     BAD_REQUEST,
@@ -36,6 +36,10 @@ logger = logging.getLogger(__name__)
 
 BUSY = "busy"
 """Error code of a request refused because its connection has too many waiting."""
+
+BATCH_ANSWERS = 64
+"""Answers given while one frame is read are encoded this many at a time (encoding them one
+by one costs more; bytes are counted against the unread limit as each batch is encoded)."""
 
 CLOSE_TIMEOUT_S = 2.0
 """How long a closing handshake may take before the socket is dropped."""
@@ -71,6 +75,7 @@ class Connection:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[Any] | None = None
         self._closer: asyncio.Future[None] | None = None
+        self._batch: list[dict[str, Any]] | None = None
 
     def is_idle(self) -> bool:
         """Whether the client has no session and nothing in flight here (forgets the
@@ -142,10 +147,15 @@ class Connection:
         if not isinstance(requests, list):
             self._refuse(None, "a frame is a JSON list of requests")
             return
-        for raw in requests:
-            if self.closing is not None:
-                return
-            self._dispatch(raw)
+        self._batch = []  # answers given now are encoded together, a few dozen at a time
+        try:
+            for raw in requests:
+                if self.closing is not None:
+                    return
+                self._dispatch(raw)
+        finally:
+            self._flush_batch()
+            self._batch = None
 
     def _dispatch(self, raw: Any) -> None:
         request = self._checked(raw)
@@ -254,15 +264,40 @@ class Connection:
             answer = {"id": request_id, "error": str(exc), "code": exc.code}
         else:
             answer = {"id": request_id, "error": client_message(exc, discreet)}
-        self._send(encode_message(answer))
+        self._answer(answer)
 
     def _answer_ok(self, request_id: int, payload: Any) -> None:
-        try:
-            text = encode_message({"id": request_id, "ok": payload})
-        except (TypeError, ValueError) as exc:
-            self._answer_error(request_id, RuntimeError(f"the env's answer is not JSON: {exc}"))
+        self._answer({"id": request_id, "ok": payload})
+
+    def _answer(self, answer: dict[str, Any]) -> None:
+        batch = self._batch
+        if batch is None:
+            self._send(self._encoded([answer]))
             return
-        self._send(text)
+        batch.append(answer)
+        if len(batch) >= BATCH_ANSWERS:
+            self._flush_batch()
+
+    def _flush_batch(self) -> None:
+        if self._batch:
+            answers = self._batch.copy()
+            self._batch.clear()
+            self._send(self._encoded(answers))
+
+    def _encoded(self, answers: list[dict[str, Any]]) -> str:
+        """``answers`` as JSON list items (an answer that is not JSON becomes an error)."""
+        try:
+            return encode_frame(answers)[1:-1]
+        except (TypeError, ValueError):
+            return ",".join(map(self._encoded_alone, answers))
+
+    def _encoded_alone(self, answer: dict[str, Any]) -> str:
+        try:
+            return encode_message(answer)
+        except (TypeError, ValueError) as exc:
+            self.table.counters["request_errors"] += 1
+            error = f"RuntimeError: the env's answer is not JSON: {exc}"
+            return encode_message({"id": answer.get("id"), "error": error})
 
     def _send(self, text: str) -> None:
         if self.closing is not None:

@@ -81,6 +81,21 @@ class LeakyError(EchoEnv):
         raise FileNotFoundError(2, "No such file or directory", action)
 
 
+class NotJSON(EchoEnv):
+    """Answers the action ``loop`` with an info that cannot be JSON (it holds itself)."""
+
+    def step(self, action: str):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if action == "loop":
+            info = {}
+            info["self"] = info
+        return obs, reward, terminated, truncated, info
+
+
+class ThreadedNotJSON(NotJSON):
+    threaded_step = True
+
+
 SERVED_TEST_ENVS = {
     "test:Echo-v0": EchoEnv,
     "test:SlowEcho-v0": SlowEcho,
@@ -91,4 +106,6 @@ SERVED_TEST_ENVS = {
     "test:BigObservation-v0": BigObservation,
     "test:SlowBuild-v0": SlowBuild,
     "test:LeakyError-v0": LeakyError,
+    "test:NotJSON-v0": NotJSON,
+    "test:ThreadedNotJSON-v0": ThreadedNotJSON,
 }

@@ -90,6 +90,26 @@ async def test_malformed_requests_get_an_error_answer_and_cost_no_other_session(
         assert metric(url, 'palaestra_sessions_closed_total{reason="disconnect"}') == 2
 
 
+async def test_an_answer_that_is_not_json_becomes_an_error_and_costs_no_other_answer(env_server):
+    async with raw_socket(env_server) as ws:
+        await _open(ws, 0, "test:NotJSON-v0", 0)
+        await _open(ws, 1, "test:ThreadedNotJSON-v0", 2)
+        await _open(ws, 2, "test:Echo-v0", 4)
+        steps = [(0, "loop"), (2, "a"), (1, "loop"), (0, "b"), (2, "c")]
+        frame = [
+            {"id": 10 + n, "op": "step", "session": session, "action": action}
+            for n, (session, action) in enumerate(steps)
+        ]
+        await ws.send(json.dumps(frame))  # answered inline, in one batch, and from a thread
+        received = await asyncio.wait_for(read_answers(ws, len(frame)), 30)
+        answers = {answer["id"]: answer for answer in received}
+        for request_id in (10, 12):
+            assert "the env's answer is not JSON" in answers[request_id]["error"]
+        assert answers[11]["ok"][0] == "echo: a"
+        assert answers[13]["ok"][0] == "echo: b"
+        assert answers[14]["ok"][0] == "echo: c"
+
+
 async def test_a_repeated_request_id_never_runs_a_step_twice(env_server):
     async with raw_socket(env_server) as ws:
         await _open(ws, 0, "test:Echo-v0", 0)
