@@ -135,8 +135,8 @@ async def test_a_server_that_never_answers_fails_requests_at_their_deadline():
         await connection.wait_closed()  # reads nothing: one frame fills its queue
 
     async with serve(
-        silent, "127.0.0.1", 0, max_size=None, max_queue=1, ping_interval=None
-    ) as server:
+        silent, "127.0.0.1", 0, max_size=None, max_queue=1, ping_interval=None, close_timeout=0.5
+    ) as server:  # it reads nothing, so it would wait for a closing handshake at exit
         port = server.sockets[0].getsockname()[1]
         host = EnvServerClient(f"http://127.0.0.1:{port}", timeout_s=0.3)
         handle = host.acquire(Task("test:Echo-v0"))
