@@ -38,8 +38,9 @@ BUSY = "busy"
 """Error code of a request refused because its connection has too many waiting."""
 
 BATCH_ANSWERS = 64
-"""Answers given while one frame is read are encoded this many at a time (encoding them one
-by one costs more; bytes are counted against the unread limit as each batch is encoded)."""
+"""Answers given while one frame is read are encoded this many at a time, or fewer once their
+observations reach :data:`FRAME_BYTES` characters (encoding them one by one costs more;
+bytes are counted against the unread limit as each batch is encoded)."""
 
 CLOSE_TIMEOUT_S = 2.0
 """How long a closing handshake may take before the socket is dropped."""
@@ -76,6 +77,7 @@ class Connection:
         self._task: asyncio.Task[Any] | None = None
         self._closer: asyncio.Future[None] | None = None
         self._batch: list[dict[str, Any]] | None = None
+        self._batch_chars = 0
 
     def is_idle(self) -> bool:
         """Whether the client has no session and nothing in flight here (forgets the
@@ -267,21 +269,25 @@ class Connection:
         self._answer(answer)
 
     def _answer_ok(self, request_id: int, payload: Any) -> None:
-        self._answer({"id": request_id, "ok": payload})
+        self._answer({"id": request_id, "ok": payload}, _observation_chars(payload))
 
-    def _answer(self, answer: dict[str, Any]) -> None:
+    def _answer(self, answer: dict[str, Any], chars: int = 0) -> None:
+        """Send ``answer`` now, or with the batch of the frame being read (``chars``: the
+        size of its observation, which bounds the batch's bytes)."""
         batch = self._batch
         if batch is None:
             self._send(self._encoded([answer]))
             return
         batch.append(answer)
-        if len(batch) >= BATCH_ANSWERS:
+        self._batch_chars += chars
+        if len(batch) >= BATCH_ANSWERS or self._batch_chars >= FRAME_BYTES:
             self._flush_batch()
 
     def _flush_batch(self) -> None:
         if self._batch:
             answers = self._batch.copy()
             self._batch.clear()
+            self._batch_chars = 0
             self._send(self._encoded(answers))
 
     def _encoded(self, answers: list[dict[str, Any]]) -> str:
@@ -342,6 +348,13 @@ class Connection:
         self._sending_bytes = size
         self._outbox_bytes -= size
         return texts
+
+
+def _observation_chars(payload: Any) -> int:
+    """The length of the observation a reset or step answer carries (its first item)."""
+    if isinstance(payload, (list, tuple)) and payload and isinstance(payload[0], str):
+        return len(payload[0])
+    return 0
 
 
 def client_message(exc: BaseException, discreet: bool = False) -> str:

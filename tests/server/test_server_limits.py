@@ -153,6 +153,9 @@ async def test_a_client_that_does_not_read_is_dropped():
             await asyncio.to_thread(wait_for, lambda: metric(url, "palaestra_sessions_open") == 0)
             assert metric(url, 'palaestra_sessions_closed_total{reason="disconnect"}') == 1
             assert metric(url, "palaestra_connections_open") == 0
+            # Stepping stopped soon after the limit: 4 MiB of answers, plus at most 1 MiB
+            # encoded together (FRAME_BYTES), at 200 KB each.
+            assert metric(url, 'palaestra_requests_total{op="step"}') <= 21 + 6
             with pytest.raises(ConnectionClosed):  # the socket was dropped
                 while True:
                     await ws.recv()
