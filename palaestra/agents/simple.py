@@ -16,15 +16,20 @@ def _live_env(conversation: Conversation, agent: str):
     if conversation.env is None:
         raise RuntimeError(
             f"the {agent} agent reads the env's state, but this env runs in another process; "
-            "run it in-process (no process pool) to use this agent"
+            "run it in-process (no process pool), or on an env server (palaestra serve), "
+            "which plays this agent from the env's own state"
         )
     return conversation.env
 
 
 class OracleAgent:
-    """Plays ``env.oracle()``: the env's own solver (for tests, demos and SFT data)."""
+    """Plays ``env.oracle()``: the env's own solver (for tests, demos and SFT data).
+
+    ``env_policy`` names it to env hosts that play it next to the env (an env server).
+    """
 
     name = "oracle"
+    env_policy = "oracle"
 
     def act(self, conversation: Conversation) -> Action:
         policy = conversation.state.get("oracle")
@@ -34,9 +39,13 @@ class OracleAgent:
 
 
 class RandomAgent:
-    """Plays ``env.random_action(rng)``: a random well-formed move, drawn from the episode's rng."""
+    """Plays ``env.random_action(rng)``: a random well-formed move, drawn from the episode's rng.
+
+    ``env_policy`` names it to env hosts that play it next to the env (an env server).
+    """
 
     name = "random"
+    env_policy = "random"
 
     def act(self, conversation: Conversation) -> Action:
         env = _live_env(conversation, "random")

@@ -90,6 +90,13 @@ class Env(gym.Env[str, str]):
         in an event loop may call those directly (a coroutine less per call)."""
         return _steps_inline(type(self))
 
+    @property
+    def native_async(self) -> bool:
+        """Whether ``areset``/``astep`` do async work of their own (I/O) instead of only
+        calling ``reset``/``step``; when False, a host may call the sync methods on a thread
+        of its choosing (the env server steps each session on its own thread)."""
+        return _native_async(type(self))
+
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> ResetResult:
@@ -137,3 +144,8 @@ def _steps_inline(env_type: type[Env]) -> bool:
     return (
         not env_type.threaded_step and env_type.areset is Env.areset and env_type.astep is Env.astep
     )
+
+
+@functools.cache
+def _native_async(env_type: type[Env]) -> bool:
+    return env_type.areset is not Env.areset or env_type.astep is not Env.astep

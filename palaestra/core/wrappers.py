@@ -104,6 +104,14 @@ class Wrapper(Env):
         cls = type(self)
         return self.env.steps_inline and cls.areset is Wrapper.areset and cls.astep is Wrapper.astep
 
+    @property
+    def native_async(self) -> bool:
+        cls = type(self)
+        if cls.areset is not Wrapper.areset or cls.astep is not Wrapper.astep:
+            return True
+        # The twins await the wrapped env's, except where only the sync method is overridden.
+        return self.env.native_async and not (cls._sync_reset_only and cls._sync_step_only)
+
     def oracle(self) -> Policy:
         return self.env.oracle()
 

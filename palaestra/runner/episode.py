@@ -109,20 +109,26 @@ class EpisodePlayer:
         limit, limit_reason = self._turn_limit(env)
         act = self.agent.act
         inline_act = self.acts_inline
+        host_policy = self._host_policy(env)
         for turn_number in range(limit):
-            if token_limit is not None:
-                conversation.max_tokens = token_limit - len(episode.token_ids)
-            action = act(conversation) if inline_act else await act(conversation)
-            if not isinstance(action, Action):
-                action = await resolve_action(action)
-            if recorder is not None:
-                if token_limit is not None:
-                    action = recorder.fit(action, conversation.max_tokens)
-                completion = recorder.add_action(episode, action, turn_number)
-            if inline:
-                observation, reward, terminated, truncated, info = env.step(action.text)  # type: ignore[attr-defined]
+            if host_policy is not None:  # the env's host plays the agent from the env's state
+                text, result = await env.aplay(host_policy, conversation.seed)  # type: ignore[attr-defined]
+                action = Action(text)
+                observation, reward, terminated, truncated, info = result
             else:
-                observation, reward, terminated, truncated, info = await env.astep(action.text)
+                if token_limit is not None:
+                    conversation.max_tokens = token_limit - len(episode.token_ids)
+                action = act(conversation) if inline_act else await act(conversation)
+                if not isinstance(action, Action):
+                    action = await resolve_action(action)
+                if recorder is not None:
+                    if token_limit is not None:
+                        action = recorder.fit(action, conversation.max_tokens)
+                    completion = recorder.add_action(episode, action, turn_number)
+                if inline:
+                    observation, reward, terminated, truncated, info = env.step(action.text)  # type: ignore[attr-defined]
+                else:
+                    observation, reward, terminated, truncated, info = await env.astep(action.text)
             turns.append(
                 Turn(
                     action.text,
@@ -159,6 +165,15 @@ class EpisodePlayer:
         metrics = info.get("metrics")
         if metrics:
             episode.metrics = dict(metrics)
+
+    def _host_policy(self, env: EnvHandle) -> str | None:
+        """The policy the env's host plays for this agent, if any: an agent that only reads
+        the env's state (``env_policy``: oracle, random) cannot reach an env in another
+        process, but a host with ``aplay`` (an env server) plays it there."""
+        policy = getattr(self.agent, "env_policy", None)
+        if policy is None or isinstance(env, Env) or not hasattr(env, "aplay"):
+            return None
+        return policy
 
     def _token_limit(self, prompt_length: int) -> int | None:
         """The most tokens the episode's sequence may hold, given its prompt's length."""

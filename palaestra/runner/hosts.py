@@ -22,7 +22,12 @@ from palaestra.runner.tasks import Task
 
 @runtime_checkable
 class EnvHandle(Protocol):
-    """One env as the runner sees it. Metadata is valid after ``areset``."""
+    """One env as the runner sees it. Metadata is valid after ``areset``.
+
+    A handle may also have ``aplay(policy, rng_seed) -> (action, step result)``: the host
+    steps with the action ``policy`` (``"oracle"``, ``"random"``) picks from the env's own
+    state, for agents that read it (:class:`~palaestra.runner.network.NetworkEnv` does).
+    """
 
     system_prompt: str | None
     tools: list[dict[str, Any]]

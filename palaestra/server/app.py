@@ -1,204 +1,128 @@
 """The env server's web app: WebSocket sessions, ``/health`` and Prometheus ``/metrics``.
 
-Protocol in :mod:`palaestra.runner.network`. Each connection numbers its own sessions; the
-requests of one session run in order, those of different sessions independently. When a
-connection ends, its sessions are closed; sessions idle past the limit are closed too.
+Protocol in :mod:`palaestra.runner.network`; one client's connection in
+:mod:`palaestra.server.connection`. The server holds at most ``max_connections``
+connections; a reaper closes sessions idle past the limit, and connections that have had no
+session and no request for as long.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
-import itertools
-import json
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
+from fastapi import FastAPI, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from palaestra.runner.network import encode_frame
-from palaestra.server.sessions import OPS, RequestError, SessionKey, SessionTable
+from palaestra.runner.network import ACTION_LIMIT_HEADER
+from palaestra.server.access import BearerAuth
+from palaestra.server.connection import Connection
+from palaestra.server.sessions import SessionTable
+from palaestra.server.wire import OPS
 
-_connection_numbers = itertools.count()
+ABORT_EXTENSION = "palaestra.abort"
+"""ASGI scope extension (set by :mod:`palaestra.server.run`): a function that drops the
+connection's socket at once."""
+
+CLOSE_REASONS = ("client", "idle", "disconnect", "shutdown")
+DROP_REASONS = ("idle", "unread")
 
 
 def create_app(table: SessionTable, *, token: str | None = None) -> FastAPI:
-    """The app serving ``table``'s sessions; with ``token``, clients must send
-    ``Authorization: Bearer <token>`` (``/health`` stays open, for load balancers)."""
+    """The app serving ``table``'s sessions; with ``token``, every route but ``/health``
+    needs ``Authorization: Bearer <token>`` (the API docs and schema too)."""
+    connections: set[Connection] = set()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        reaper = asyncio.create_task(_reap_idle(table))
+        reaper = asyncio.create_task(_reap_idle(table, connections))
         try:
             yield
         finally:
             reaper.cancel()
-            for key in list(table.sessions):
-                await table.close(key, "shutdown")
+            await table.shutdown()
 
     app = FastAPI(title="palaestra env server", lifespan=lifespan)
-
-    def authorized(headers: Any) -> bool:
-        if token is None:
-            return True
-        sent = headers.get("authorization", "")
-        return hmac.compare_digest(sent.encode(), f"Bearer {token}".encode())
+    if token is not None:
+        app.add_middleware(BearerAuth, token=token)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return {"status": "ok", "sessions": len(table.sessions)}
 
     @app.get("/metrics")
-    async def metrics(request: Request) -> Any:
-        if not authorized(request.headers):
-            return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401)
-        return PlainTextResponse(render_metrics(table))
+    async def metrics() -> Any:
+        return PlainTextResponse(render_metrics(table, len(connections)))
 
     @app.websocket("/sessions")
     async def sessions(websocket: WebSocket) -> None:
-        if not authorized(websocket.headers):
-            await websocket.close(code=1008, reason="missing or wrong bearer token")
+        if len(connections) >= table.limits.max_connections:
+            table.counters["connections_refused"] += 1
+            limit = table.limits.max_connections
+            message = f"the server is at its limit of {limit} connections; try again later"
+            await _refuse(websocket, message)
             return
-        await websocket.accept()
-        await _Connection(websocket, table).serve()
+        limit_header = (ACTION_LIMIT_HEADER.encode(), str(table.limits.max_action_bytes).encode())
+        await websocket.accept(headers=[limit_header])
+        abort = websocket.scope.get("extensions", {}).get(ABORT_EXTENSION)
+        connection = Connection(websocket, table, abort)
+        connections.add(connection)
+        try:
+            await connection.serve()
+        finally:
+            connections.discard(connection)
 
     return app
 
 
-async def _reap_idle(table: SessionTable) -> None:
-    period = min(5.0, table.limits.idle_timeout_s / 4)
+async def _refuse(websocket: WebSocket, message: str) -> None:
+    """Refuse a WebSocket handshake with 503 and ``message`` (close code 1013 where the
+    server cannot send an HTTP answer)."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(JSONResponse({"error": message}, status_code=503))
+    else:
+        await websocket.close(code=1013, reason=message)
+
+
+async def _reap_idle(table: SessionTable, connections: set[Connection]) -> None:
+    idle_s = table.limits.idle_timeout_s
     while True:
-        await asyncio.sleep(period)
-        await table.close_idle()
+        await asyncio.sleep(min(5.0, idle_s / 4))
+        table.close_idle()
+        deadline = time.monotonic() - idle_s
+        for connection in list(connections):
+            if connection.is_idle() and connection.last_active < deadline:
+                connection.drop("idle", f"no session and no request for {idle_s:g} s")
 
 
-class _Connection:
-    """One client: reads request frames, runs them, sends the answers back in frames."""
-
-    def __init__(self, websocket: WebSocket, table: SessionTable):
-        self.websocket = websocket
-        self.table = table
-        self.number = next(_connection_numbers)
-        self.keys: set[SessionKey] = set()
-        self.queues: dict[SessionKey, deque[dict[str, Any]]] = {}
-        self.outbox: list[dict[str, Any]] = []
-        self.wake = asyncio.Event()
-        self.workers: set[asyncio.Task[None]] = set()
-
-    async def serve(self) -> None:
-        self.table.connections += 1
-        writer = asyncio.create_task(self._write())
-        try:
-            while True:
-                frame = await self.websocket.receive_text()
-                try:
-                    requests = json.loads(frame)
-                except ValueError:
-                    requests = None
-                if not isinstance(requests, list):
-                    await self.websocket.close(code=1003, reason="a frame is a JSON list")
-                    return
-                for request in requests:
-                    self._dispatch(request)
-        except WebSocketDisconnect:
-            pass
-        finally:
-            self.table.connections -= 1
-            writer.cancel()
-            for worker in self.workers:
-                worker.cancel()
-            for key in list(self.keys):
-                await self.table.close(key, "disconnect")
-
-    def _dispatch(self, request: Any) -> None:
-        """Answer at once where the env steps inline; else queue behind the session's work."""
-        if not isinstance(request, dict):
-            return self._fail(None, RequestError("a request is a JSON object"))
-        request_id = request.get("id")
-        key = (self.number, request.get("session"))
-        queue = self.queues.get(key)
-        if queue is not None:  # earlier requests of this session still run: keep their order
-            queue.append(request)
-            return None
-        try:
-            result = self.table.execute_inline(key, request)
-        except Exception as exc:
-            return self._fail(request_id, exc)
-        if result is not None:
-            return self._answer({"id": request_id, "ok": result})
-        self.queues[key] = deque([request])
-        worker = asyncio.create_task(self._drain(key))
-        self.workers.add(worker)
-        worker.add_done_callback(self.workers.discard)
-        return None
-
-    async def _drain(self, key: SessionKey) -> None:
-        queue = self.queues[key]
-        try:
-            while queue:
-                request = queue[0]
-                op = request.get("op")
-                if op == "create":
-                    self.keys.add(key)  # closed with the connection, even mid-create
-                try:
-                    result = await self.table.execute(key, request)
-                except Exception as exc:
-                    self._fail(request.get("id"), exc)
-                else:
-                    self._answer({"id": request.get("id"), "ok": result})
-                    if op == "close":
-                        self.keys.discard(key)
-                queue.popleft()
-        finally:
-            del self.queues[key]
-
-    def _fail(self, request_id: Any, exc: Exception) -> None:
-        self.table.counters["request_errors"] += 1
-        if isinstance(exc, RequestError):
-            answer = {"id": request_id, "error": str(exc), "code": exc.code}
-        else:
-            answer = {"id": request_id, "error": f"{type(exc).__name__}: {exc}"}
-        self._answer(answer)
-
-    def _answer(self, answer: dict[str, Any]) -> None:
-        self.outbox.append(answer)
-        self.wake.set()
-
-    async def _write(self) -> None:
-        while True:
-            await self.wake.wait()
-            self.wake.clear()
-            while self.outbox:
-                answers, self.outbox = self.outbox, []
-                await self.websocket.send_text(encode_frame(answers))
-
-
-def render_metrics(table: SessionTable) -> str:
+def render_metrics(table: SessionTable, connections: int) -> str:
     """The server's counters in the Prometheus text format."""
+    counters = table.counters
     lines = [
         "# TYPE palaestra_sessions_open gauge",
         f"palaestra_sessions_open {len(table.sessions)}",
+        "# TYPE palaestra_sessions_creating gauge",
+        f"palaestra_sessions_creating {len(table.creating)}",
         "# TYPE palaestra_connections_open gauge",
-        f"palaestra_connections_open {table.connections}",
+        f"palaestra_connections_open {connections}",
         "# TYPE palaestra_uptime_seconds gauge",
         f"palaestra_uptime_seconds {time.monotonic() - table.started:.3f}",
         "# TYPE palaestra_requests_total counter",
     ]
-    counters = table.counters
     for op in OPS:
         lines.append(f'palaestra_requests_total{{op="{op}"}} {counters[f"requests_{op}"]}')
-    lines.append("# TYPE palaestra_request_errors_total counter")
-    lines.append(f"palaestra_request_errors_total {counters['request_errors']}")
-    lines.append("# TYPE palaestra_sessions_opened_total counter")
-    lines.append(f"palaestra_sessions_opened_total {counters['sessions_opened']}")
-    lines.append("# TYPE palaestra_sessions_refused_total counter")
-    lines.append(f"palaestra_sessions_refused_total {counters['sessions_refused']}")
+    for name in ("request_errors", "sessions_opened", "sessions_refused", "connections_refused"):
+        lines.append(f"# TYPE palaestra_{name}_total counter")
+        lines.append(f"palaestra_{name}_total {counters[name]}")
     lines.append("# TYPE palaestra_sessions_closed_total counter")
-    for reason in ("client", "idle", "disconnect", "shutdown"):
+    for reason in CLOSE_REASONS:
         value = counters[f"sessions_closed_{reason}"]
         lines.append(f'palaestra_sessions_closed_total{{reason="{reason}"}} {value}')
+    lines.append("# TYPE palaestra_connections_dropped_total counter")
+    for reason in DROP_REASONS:
+        value = counters[f"connections_dropped_{reason}"]
+        lines.append(f'palaestra_connections_dropped_total{{reason="{reason}"}} {value}')
     return "\n".join(lines) + "\n"

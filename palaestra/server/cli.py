@@ -11,6 +11,7 @@ from rich.console import Console
 from palaestra.runner.network import TOKEN_ENV_VAR
 from palaestra.server.run import build_server
 from palaestra.server.sessions import ServerLimits
+from palaestra.server.stepping import Stepping
 
 
 def serve_command(
@@ -24,23 +25,70 @@ def serve_command(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
     token: Annotated[
         str | None,
-        typer.Option(help=f"Bearer token clients must send (default: ${TOKEN_ENV_VAR})."),
+        typer.Option(
+            help=f"Bearer token clients must send, 16+ characters (default: ${TOKEN_ENV_VAR})."
+        ),
+    ] = None,
+    allow_kwargs: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Env kwargs clients may set: ID_OR_GLOB=NAME[,NAME...], repeatable "
+            "(default: none; registered variants need none)."
+        ),
     ] = None,
     max_sessions: Annotated[int, typer.Option(help="Open sessions at most.")] = 1024,
+    max_connections: Annotated[int, typer.Option(help="Client connections at most.")] = 256,
     idle_timeout: Annotated[
-        float, typer.Option(help="Seconds after which an unused session is closed.")
+        float,
+        typer.Option(
+            help="Seconds after which an unused session, or a connection without "
+            "sessions, is closed."
+        ),
     ] = 300.0,
     max_action_bytes: Annotated[int, typer.Option(help="Largest action accepted.")] = 256 * 1024,
     max_observation_bytes: Annotated[
         int, typer.Option(help="Largest observation sent back (larger ones fail that step).")
     ] = 1024 * 1024,
+    max_queued_requests: Annotated[
+        int, typer.Option(help="Requests waiting behind their session's, per connection.")
+    ] = 1024,
+    max_unread_bytes: Annotated[
+        int, typer.Option(help="Answer bytes a client may leave unread before it is dropped.")
+    ] = 64 << 20,
+    step_executor: Annotated[
+        str,
+        typer.Option(
+            help="Where envs that do not step inline run: 'threads' (one per session) or "
+            "'processes' (for CPU-bound envs)."
+        ),
+    ] = "threads",
+    step_processes: Annotated[
+        int | None,
+        typer.Option(help="Worker processes of --step-executor processes (default: CPUs)."),
+    ] = None,
 ) -> None:
     """Serve environments over the network (WebSocket sessions, /health, /metrics)."""
     console = Console()
     token = token or os.environ.get(TOKEN_ENV_VAR) or None
     try:
-        limits = ServerLimits(max_sessions, max_action_bytes, max_observation_bytes, idle_timeout)
-        server = build_server(envs or (), host=host, port=port, token=token, limits=limits)
+        limits = ServerLimits(
+            max_sessions=max_sessions,
+            max_action_bytes=max_action_bytes,
+            max_observation_bytes=max_observation_bytes,
+            idle_timeout_s=idle_timeout,
+            max_connections=max_connections,
+            max_queued_requests=max_queued_requests,
+            max_unread_bytes=max_unread_bytes,
+        )
+        server = build_server(
+            envs or (),
+            host=host,
+            port=port,
+            token=token,
+            limits=limits,
+            allow_kwargs=allow_kwargs or (),
+            stepping=Stepping(step_executor, step_processes),  # type: ignore[arg-type]
+        )
     except (ValueError, ImportError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None

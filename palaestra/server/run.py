@@ -1,15 +1,23 @@
-"""Building the env server: the bind-address rule and the uvicorn settings."""
+"""Building the env server: the bind-address and token rules, and the uvicorn settings."""
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
+from palaestra.runner.network import FRAME_BYTES
+from palaestra.server.access import KwargsAllowList, check_token
 from palaestra.server.sessions import ServerLimits, SessionTable
+from palaestra.server.stepping import Stepping
 
 MAX_FRAME_BYTES = 64 << 20
-"""Frames past this size close the connection. Clients cut frames at about 1 MiB, so only
-an action far past any limit gets here; the action limit itself answers per request."""
+"""Frames past this size (or past what the action limit needs) close the connection.
+Clients cut frames at about 1 MiB and refuse an action past the server's limit themselves
+(the handshake announces it), so only a client that ignores both gets here."""
 
 
 def is_loopback(host: str) -> bool:
@@ -29,16 +37,21 @@ def build_server(
     port: int = 8765,
     token: str | None = None,
     limits: ServerLimits | None = None,
+    allow_kwargs: Sequence[str] = (),
+    stepping: Stepping | None = None,
     log_level: str = "warning",
 ):
     """A ``uvicorn.Server`` for the env ids (or globs) ``env_patterns`` (empty: every id).
 
-    Binding any address but loopback needs a bearer ``token``: an env server runs whatever
-    envs (and sandboxes) its clients ask for.
+    Binding any address but loopback needs a bearer ``token`` (16 characters at least): an
+    env server runs whatever envs (and sandboxes) its clients ask for. ``allow_kwargs`` are
+    the env kwargs clients may set (``ID_OR_GLOB=NAME[,NAME...]``; none by default).
 
     >>> build_server(["game:*"]).run()  # doctest: +SKIP
     """
-    if not is_loopback(host) and not token:
+    if token is not None:
+        check_token(token)
+    elif not is_loopback(host):
         raise ValueError(
             f"refusing to bind {host!r} without a bearer token: pass --token (or set "
             "PALAESTRA_ENV_SERVER_TOKEN), or bind 127.0.0.1"
@@ -48,15 +61,67 @@ def build_server(
     from palaestra.server.app import create_app
 
     limits = limits or ServerLimits()
-    table = SessionTable(limits, tuple(env_patterns))
+    table = SessionTable(
+        limits,
+        tuple(env_patterns),
+        allow_kwargs=KwargsAllowList.parse(allow_kwargs),
+        stepping=stepping,
+    )
     config = uvicorn.Config(
         create_app(table, token=token),
         host=host,
         port=port,
         log_level=log_level,
-        ws="websockets-sansio",
-        ws_max_size=max(MAX_FRAME_BYTES, 4 * limits.max_action_bytes),
+        ws=_abortable_websockets(),
+        # JSON escapes can make an action's text up to 6 times its UTF-8 size.
+        ws_max_size=max(MAX_FRAME_BYTES, 6 * limits.max_action_bytes + FRAME_BYTES),
         ws_per_message_deflate=False,
         lifespan="on",
     )
     return uvicorn.Server(config)
+
+
+@contextmanager
+def serving(env_patterns: Sequence[str] = (), **options: Any) -> Iterator[str]:
+    """Serve in a thread of this process (on a free port unless ``port`` is given); yields
+    the server's URL and stops the server on exit. ``options`` go to :func:`build_server`.
+
+    >>> with serving(["game:*"]) as url:  # doctest: +SKIP
+    ...     episodes = Runner(OracleAgent(), host=EnvServerClient(url)).run(tasks)
+    """
+    server = build_server(env_patterns, **{"port": 0, **options})
+    thread = threading.Thread(target=server.run, name="palaestra-serve", daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("the env server did not start (its log says why)")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join()
+
+
+def _abortable_websockets() -> type:
+    """uvicorn's WebSocket protocol, giving the app a way to drop a connection at once (a
+    client that does not read would otherwise keep its socket, and the answers in it)."""
+    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+    from palaestra.server.app import ABORT_EXTENSION
+
+    class AbortableWebSockets(WebSocketsSansIOProtocol):
+        def handle_connect(self, event: Any) -> None:
+            super().handle_connect(event)
+            scope = getattr(self, "scope", None)  # absent when the handshake was refused
+            if scope is not None:
+                scope["extensions"][ABORT_EXTENSION] = self.transport.abort
+
+        async def send(self, message: Any) -> None:
+            await super().send(message)
+            if message["type"] == "websocket.http.response.body" and not message.get("more_body"):
+                # A refused handshake (401, 503) is complete; uvicorn would log it as an error.
+                self.handshake_complete = True
+
+    return AbortableWebSockets

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import threading
+import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import httpx
 import pytest
 
-from palaestra.server import build_server
+import palaestra
+from palaestra.core import deregister
+from palaestra.server import serving
+from tests.server.served_envs import SERVED_TEST_ENVS
 
 
 @contextmanager
@@ -19,19 +22,8 @@ def running_server(port: int = 0, **options) -> Iterator[str]:
     the ``serve`` extra is missing)."""
     for module in ("fastapi", "uvicorn", "websockets"):
         pytest.importorskip(module, reason="the env server needs the 'serve' extra")
-    server = build_server(port=port, **options)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("the env server did not start")
-        time.sleep(0.01)
-    bound = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{bound}"
-    finally:
-        server.should_exit = True
-        thread.join()
+    with serving(port=port, **options) as url:
+        yield url
 
 
 def metric(url: str, name: str) -> float:
@@ -46,3 +38,37 @@ def metric(url: str, name: str) -> float:
 def env_server() -> Iterator[str]:
     with running_server() as url:
         yield url
+
+
+@pytest.fixture(scope="module", autouse=True)
+def served_test_envs() -> Iterator[None]:
+    for env_id, entry in SERVED_TEST_ENVS.items():
+        palaestra.register(env_id, entry, override=True)
+    yield
+    for env_id in SERVED_TEST_ENVS:
+        deregister(env_id)
+
+
+def wait_for(condition, timeout_s: float = 30.0) -> None:
+    """Poll ``condition`` until it holds (fails the test after ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.02)
+
+
+@asynccontextmanager
+async def raw_socket(url: str, **options) -> AsyncIterator:
+    """A WebSocket to the server's sessions endpoint, for speaking the protocol by hand."""
+    from websockets.asyncio.client import connect
+
+    async with connect(url.replace("http", "ws", 1) + "/sessions", **options) as ws:
+        yield ws
+
+
+async def read_answers(ws, count: int) -> list[dict]:
+    """The next ``count`` answers, in the order they arrive."""
+    answers: list[dict] = []
+    while len(answers) < count:
+        answers += json.loads(await ws.recv())
+    return answers

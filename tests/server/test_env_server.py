@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import httpx
 import pytest
@@ -17,36 +15,10 @@ import pytest
 import palaestra
 from palaestra.agents.base import Action, Conversation
 from palaestra.agents.simple import OracleAgent, PolicyAgent
-from palaestra.core import deregister
 from palaestra.runner import Runner, Task, make_tasks
 from palaestra.runner.network import EnvServerClient, EnvServerError
 from palaestra.server import ServerLimits, build_server
-from palaestra.testing.echo import EchoEnv
-from tests.server.conftest import metric, running_server
-
-
-class SlowEcho(EchoEnv):
-    """Echo whose steps take ``sleep:<seconds>`` seconds when asked to (a slow server)."""
-
-    async def astep(self, action: str):
-        if action.startswith("sleep:"):
-            await asyncio.sleep(float(action.removeprefix("sleep:")))
-        return self.step(action)
-
-
-class Crashy(EchoEnv):
-    def step(self, action: str):
-        raise RuntimeError("env bug")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def test_envs():
-    ids = {"test:Echo-v0": EchoEnv, "test:SlowEcho-v0": SlowEcho, "test:ServerCrashy-v0": Crashy}
-    for env_id, entry in ids.items():
-        palaestra.register(env_id, entry, override=True)
-    yield
-    for env_id in ids:
-        deregister(env_id)
+from tests.server.conftest import metric, running_server, wait_for
 
 
 class ReplayOracle:
@@ -142,6 +114,40 @@ def test_slow_server_errors_the_episode_instead_of_hanging(env_server):
     assert "no answer within 0.2 s" in episode.error
 
 
+def test_one_client_serves_runs_on_successive_event_loops(env_server):
+    """The trainer shares one client between its runner and its eval runner, each run on a
+    new event loop: pooled sessions of an ended loop must not be handed out again."""
+    host = EnvServerClient(env_server, timeout_s=3)
+    tasks = make_tasks(["test:Echo-v0", "game:GuessTheNumber-v0"], range(4))
+    train, evaluate = (Runner(PolicyAgent(lambda obs: "x"), max_turns=2, host=host) for _ in "ab")
+    for runner in (train, train, evaluate, train):
+        episodes = runner.run(tasks)
+        assert [e.error for e in episodes] == [None] * len(tasks)
+        assert all(e.num_turns == 2 for e in episodes)
+    wait_for(lambda: metric(env_server, "palaestra_sessions_open") == 0)
+
+
+async def test_a_server_that_never_answers_fails_requests_at_their_deadline():
+    """A server that accepts the connection but never reads or answers (a hung process)."""
+    from websockets.asyncio.server import serve
+
+    async def silent(connection) -> None:
+        await connection.wait_closed()  # reads nothing: one frame fills its queue
+
+    async with serve(
+        silent, "127.0.0.1", 0, max_size=None, max_queue=1, ping_interval=None, close_timeout=0.5
+    ) as server:  # it reads nothing, so it would wait for a closing handshake at exit
+        port = server.sockets[0].getsockname()[1]
+        host = EnvServerClient(f"http://127.0.0.1:{port}", timeout_s=0.3)
+        handle = host.acquire(Task("test:Echo-v0"))
+        with pytest.raises(EnvServerError, match=r"no answer within 0\.3 s"):
+            await handle.areset(seed=0)
+        big = host.acquire(Task("test:Echo-v0"))
+        with pytest.raises(EnvServerError, match=r"no answer within 0\.3 s"):
+            await big.areset(seed=0, options={"pad": "x" * (8 << 20)})  # never sent in full
+        await host.aclose()
+
+
 def test_unreachable_server_errors_every_episode():
     with running_server() as url:
         dead = url  # nothing listens there once the server stopped
@@ -167,13 +173,6 @@ async def test_restarted_server_fails_open_sessions_and_serves_new_ones():
         await host.aclose()
 
 
-def _wait_for(condition, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
-
-
 async def test_limits_on_sessions_actions_and_observations():
     limits = ServerLimits(max_sessions=2, max_action_bytes=100, max_observation_bytes=60)
     with running_server(limits=limits) as url:
@@ -196,9 +195,9 @@ async def test_idle_sessions_are_closed():
         host = EnvServerClient(url)
         handle = host.acquire(Task("test:Echo-v0"))
         await handle.areset(seed=0)
-        assert httpx.get(f"{url}/health").json()["sessions"] == 1
+        assert metric(url, "palaestra_sessions_opened_total") == 1
         await asyncio.to_thread(
-            _wait_for, lambda: httpx.get(f"{url}/health").json()["sessions"] == 0
+            wait_for, lambda: httpx.get(f"{url}/health").json()["sessions"] == 0
         )
         with pytest.raises(EnvServerError, match="no open session"):
             await handle.astep("late")
@@ -212,7 +211,7 @@ async def test_pooled_sessions_closed_while_idle_are_replaced():
         runner = Runner(PolicyAgent(lambda obs: "x"), max_turns=2, host=host)
         tasks = make_tasks(["test:Echo-v0"], range(3))
         await runner.collect(tasks)  # its sessions go back to the client's pool
-        await asyncio.to_thread(_wait_for, lambda: metric(url, "palaestra_sessions_open") == 0)
+        await asyncio.to_thread(wait_for, lambda: metric(url, "palaestra_sessions_open") == 0)
         episodes = await runner.collect(tasks)
         assert [e.error for e in episodes] == [None] * 3
         assert metric(url, 'palaestra_requests_total{op="create"}') == 6
@@ -252,7 +251,7 @@ def test_killed_client_leaves_no_session():
         finally:
             client.send_signal(signal.SIGKILL)
             client.wait()
-        _wait_for(lambda: httpx.get(f"{url}/health").json()["sessions"] == 0)
+        wait_for(lambda: httpx.get(f"{url}/health").json()["sessions"] == 0)
         closed = sum(
             metric(url, f'palaestra_sessions_closed_total{{reason="{reason}"}}')
             for reason in ("disconnect", "idle")
@@ -260,25 +259,11 @@ def test_killed_client_leaves_no_session():
         assert closed == 4
 
 
-async def test_token_is_required_when_set():
-    with running_server(token="s3cret") as url:
-        with pytest.raises(EnvServerError, match="refused"):
-            await EnvServerClient(url, token="wrong").link()
-        assert httpx.get(f"{url}/metrics").status_code == 401
-        assert httpx.get(f"{url}/health").status_code == 200
-        host = EnvServerClient(url, token="s3cret")
-        handle = host.acquire(Task("test:Echo-v0"))
-        assert (await handle.areset(seed=1))[0] == "echo env, seed 1"
-        await host.aclose()
-        headers = {"Authorization": "Bearer s3cret"}
-        assert httpx.get(f"{url}/metrics", headers=headers).status_code == 200
-
-
 def test_binding_beyond_loopback_needs_a_token():
     with pytest.raises(ValueError, match="without a bearer token"):
         build_server(host="0.0.0.0")
     pytest.importorskip("uvicorn", reason="the env server needs the 'serve' extra")
-    assert build_server(host="0.0.0.0", token="t").config.host == "0.0.0.0"
+    assert build_server(host="0.0.0.0", token="t" * 16).config.host == "0.0.0.0"
 
 
 def test_only_the_served_ids_may_be_created():
@@ -298,23 +283,4 @@ def test_metrics_count_requests_and_sessions_are_reused(env_server):
     assert metric(env_server, 'palaestra_requests_total{op="reset"}') == 6
     assert metric(env_server, 'palaestra_requests_total{op="create"}') == 2
     # The run's event loop ended, so its connection did, and the server closed its sessions.
-    _wait_for(lambda: metric(env_server, "palaestra_sessions_open") == 0)
-
-
-async def test_malformed_requests_get_an_error_answer_by_id(env_server):
-    from websockets.asyncio.client import connect
-    from websockets.exceptions import ConnectionClosed
-
-    async with connect(env_server.replace("http", "ws") + "/sessions") as ws:
-        await ws.send('[{"id": 7, "op": "dance", "session": 0}, {"id": 8, "op": "step"}, 3]')
-        answers = []
-        while len(answers) < 3:
-            answers += json.loads(await ws.recv())
-        by_id = {answer["id"]: answer["error"] for answer in answers}
-        assert "unknown op 'dance'" in by_id[7]
-        assert "no open session" in by_id[8]
-        assert "a request is a JSON object" in by_id[None]
-        await ws.send('{"not": "a list"}')
-        with pytest.raises(ConnectionClosed):
-            await ws.recv()
-    assert ws.close_code == 1003
+    wait_for(lambda: metric(env_server, "palaestra_sessions_open") == 0)

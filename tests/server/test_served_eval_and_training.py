@@ -34,6 +34,22 @@ def test_cli_serve_refuses_a_public_address_without_a_token(monkeypatch):
     assert "without a bearer token" in result.output
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--token", "s3cret"], "at least 16 printable ASCII"),
+        (["--allow-kwargs", "rg:*"], "ID_OR_GLOB=NAME"),
+        (["--step-executor", "fibers"], "step executor must be one of"),
+        (["--max-unread-bytes", "0"], "must be >= 1"),
+    ],
+)
+def test_cli_serve_refuses_bad_settings(monkeypatch, args, message):
+    monkeypatch.delenv("PALAESTRA_ENV_SERVER_TOKEN", raising=False)
+    result = CliRunner().invoke(app, ["serve", *args])
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
+
+
 @pytest.mark.slow
 def test_trainer_rollouts_on_an_env_server_match_local_ones(env_server, tmp_path: Path):
     pytest.importorskip("torch", reason="the trainer needs torch (extra 'train')")
@@ -46,20 +62,24 @@ def test_trainer_rollouts_on_an_env_server_match_local_ones(env_server, tmp_path
     register_once()
     tokenizer = tiny.train_tokenizer(["Write a few lowercase letters.", "Again."], vocab_size=280)
 
-    def first_step(run: str, env_server: str | None) -> dict[str, float]:
+    def train_then_evaluate(run: str, env_server: str | None) -> tuple[dict, dict]:
         rollout = {"env_id": ENV_ID, "group_size": 4, "groups_per_step": 2, "max_new_tokens": 3}
         config = TrainerConfig.model_validate(
             {
                 "steps": 1,
                 "output_dir": str(tmp_path / run),
                 "rollout": {**rollout, "env_server": env_server},
+                "eval_episodes": 4,
                 "log": {"console": False},
             }
         )
         trainer = Trainer(config, tiny.tiny_qwen2(len(tokenizer), seed=0), tokenizer)
-        return trainer.train()[0]
+        # One client serves both runners, each run on its own event loop.
+        return trainer.train()[0], trainer.evaluate()
 
-    local, served = first_step("local", None), first_step("served", env_server)
-    assert served["reward"] == local["reward"]
-    assert served["success"] == local["success"]
-    assert metric(env_server, 'palaestra_requests_total{op="reset"}') == 8
+    local, served = train_then_evaluate("local", None), train_then_evaluate("served", env_server)
+    assert served[0]["reward"] == local[0]["reward"]
+    assert served[0]["success"] == local[0]["success"]
+    assert "eval/errors" not in served[1]
+    assert served[1] == local[1]
+    assert metric(env_server, 'palaestra_requests_total{op="reset"}') == 8 + 4
