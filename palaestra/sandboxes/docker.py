@@ -19,7 +19,6 @@ way. Needs ``pip install 'palaestra[docker]'`` and a running Docker engine.
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
 import struct
 import time
@@ -27,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from palaestra.sandboxes.base import Limits
-from palaestra.sandboxes.local import CONFINE_SCRIPT, WORKER_SCRIPT, safe_environment
+from palaestra.sandboxes.local import WORKER_LOADER, safe_environment, worker_bundle
 from palaestra.sandboxes.pool import FramedWorker, WorkerPoolSandbox
 
 DEFAULT_IMAGE = "python:3.12-slim"
@@ -122,13 +121,14 @@ class _ContainerWorker(FramedWorker):
         self._alive = True
         self._frames = b""
         try:
-            command = ["python3", "-I", "-B", "-c", _worker_source(), json.dumps(worker_config)]
+            command = ["python3", "-I", "-B", "-c", WORKER_LOADER]
             exec_id = client.api.exec_create(
                 self.container.id, command, stdin=True, stdout=True, stderr=False, environment=env
             )["Id"]
             stream = client.api.exec_start(exec_id, socket=True)
             self._socket: socket.socket = getattr(stream, "_sock", stream)
             self._stream = stream  # keeps the HTTP response (and a TLS socket) alive
+            self._write(worker_bundle(worker_config))
             self._handshake(deadline=time.monotonic() + STARTUP_SECONDS)
         except BaseException:
             self.kill()
@@ -177,17 +177,6 @@ class _ContainerWorker(FramedWorker):
     def stop(self) -> None:
         """Nothing in the container outlives it, so stopping is removing it."""
         self.kill()
-
-
-def _worker_source() -> str:
-    """The worker as one ``python -c`` program, with ``_confine.py`` bundled as a module."""
-    return (
-        "import sys, types\n"
-        "_confine = types.ModuleType('_confine')\n"
-        f"exec(compile({CONFINE_SCRIPT.read_text()!r}, '_confine.py', 'exec'), _confine.__dict__)\n"
-        "sys.modules['_confine'] = _confine\n"
-        f"exec(compile({WORKER_SCRIPT.read_text()!r}, '_worker.py', 'exec'), {{'__name__': '__main__'}})\n"
-    )
 
 
 class DockerSandbox(WorkerPoolSandbox):

@@ -29,6 +29,7 @@ import json
 import os
 import select
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -41,8 +42,34 @@ from palaestra.sandboxes._confine import remove_cgroup
 from palaestra.sandboxes.base import Limits
 from palaestra.sandboxes.pool import FramedWorker, WorkerPoolSandbox
 
-WORKER_SCRIPT = Path(__file__).with_name("_worker.py")
-CONFINE_SCRIPT = Path(__file__).with_name("_confine.py")
+WORKER_MODULES = ("_plumbing", "_confine", "_runner", "_spawner", "_monitor", "_worker")
+"""The worker's modules (one per process role, plus shared helpers), in import order."""
+
+WORKER_LOADER = """import json, os, struct, sys, types
+def read(size):
+    data = b""
+    while len(data) < size:
+        chunk = os.read(0, size - len(data))
+        if not chunk:
+            raise SystemExit(1)
+        data += chunk
+    return data
+bundle = json.loads(read(struct.unpack(">I", read(4))[0]))
+for name, source in bundle["modules"]:
+    module = sys.modules[name] = types.ModuleType(name)
+    exec(compile(source, name + ".py", "exec"), module.__dict__)
+sys.modules["_worker"].worker_main(bundle["config"])
+"""
+"""``python -I -B -c WORKER_LOADER`` reads the worker's modules and configuration as its first
+message on stdin (:func:`worker_bundle`), so its command line names no path of the host."""
+
+
+def worker_bundle(config: dict[str, Any]) -> bytes:
+    """The first message to a worker: its modules' sources and ``config``, framed."""
+    folder = Path(__file__).parent
+    modules = [(name, (folder / f"{name}.py").read_text()) for name in WORKER_MODULES]
+    body = json.dumps({"modules": modules, "config": config}).encode()
+    return struct.pack(">I", len(body)) + body
 
 
 def safe_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -65,7 +92,7 @@ class _ProcessWorker(FramedWorker):
 
     def __init__(self, config: dict[str, Any], env: dict[str, str]) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-B", str(WORKER_SCRIPT), json.dumps(config)],
+            [sys.executable, "-I", "-B", "-c", WORKER_LOADER],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -74,6 +101,7 @@ class _ProcessWorker(FramedWorker):
             start_new_session=True,
             close_fds=True,
         )
+        self._write(worker_bundle(config))
         self._handshake(deadline=time.monotonic() + 30)
 
     def _write(self, data: bytes) -> bool:

@@ -12,13 +12,9 @@ import pytest
 
 from palaestra.envs.code.env import CodeDataset
 from palaestra.sandboxes import Limits, LocalSandbox, make_sandbox, resolve_sandbox
-from palaestra.sandboxes.docker import (
-    WORKER_MEMORY_MB,
-    _worker_source,
-    container_config,
-    split_stdout_frames,
-)
+from palaestra.sandboxes.docker import WORKER_MEMORY_MB, container_config, split_stdout_frames
 from palaestra.sandboxes.e2b import _CappedText, resolve_api_key, run_command
+from palaestra.sandboxes.local import WORKER_LOADER, worker_bundle
 from palaestra.tools.python import PythonTool
 
 
@@ -128,15 +124,16 @@ def test_envs_and_tools_take_a_backend_name() -> None:
     box.close()
 
 
-def test_the_bundled_worker_runs_as_one_program() -> None:
+def test_the_worker_runs_from_its_bundle_alone() -> None:
+    """What the docker backend sends into a container: the loader and the bundle on stdin."""
     config = {
         "namespaces": False, "mount": False, "landlock": False, "seccomp": None, "cgroups": False,
         "allow_unconfined_root": True, "preload": [], "readable": [],
         "limits": dict(Limits().__dict__),
     }  # fmt: skip
     worker = subprocess.run(
-        [sys.executable, "-I", "-B", "-c", _worker_source(), json.dumps(config)],
-        input=b"",
+        [sys.executable, "-I", "-B", "-c", WORKER_LOADER],
+        input=worker_bundle(config),
         capture_output=True,
         timeout=60,
         cwd="/",
