@@ -20,12 +20,19 @@ import struct
 import time
 import traceback
 
+import _cgroups as cgroups
 import _confine as confine
-from _plumbing import children, read_message, write_message
+from _plumbing import children, frame, read_message
 from _spawner import HANDED, HANDED_FDS, REAPED, spawn_runners
 
 READ_CHUNK = 65536
 RSS_ESTIMATE_SHARE = 0.5  # without a memory cgroup: peak RSS share that counts as exceeded
+MAX_STATUS_BYTES = 4096
+"""A session cell's status is a few dozen bytes; a longer frame is malformed."""
+HANDOFF_SECONDS = 10.0
+"""How long a runner may take to read its request (it reads it as soon as it is written)."""
+TEARDOWN_SECONDS = 5.0
+"""How long the rest of a run may take to die once its runner exited, before the reply."""
 
 
 class SpawnerLink:
@@ -102,15 +109,15 @@ class Monitor:
     """The worker's side of one runner: hands it the request, enforces the deadline and
     reports what it observed."""
 
-    def __init__(self, setup: dict, cgroups: confine.Cgroups | None, spawner: SpawnerLink) -> None:
+    def __init__(self, setup: dict, spawner: SpawnerLink, slot_memory: dict[int, int]) -> None:
         self.setup = setup
-        self.cgroups = cgroups
         self.spawner = spawner
         limits = setup["limits"]
-        self.number, slot, fds = spawner.next_runner()
+        self.number, self.slot, fds = spawner.next_runner()
+        self.slot_memory = slot_memory  # each run slot's memory limit now, in MiB
         self.out_r, self.err_r, self.requests_w, self.status_r, self.pidfd = fds
-        self.run_cgroup = setup["run_cgroups"][slot]
-        self.oom_kills = cgroups.oom_kills(self.run_cgroup) if self.run_cgroup else 0
+        self.run_cgroup = setup["run_cgroups"][self.slot]
+        self.oom_kills = cgroups.oom_kills(self.run_cgroup)
         ready = read_message(self.status_r)
         self.ready = ready is not None
         self.runner_pid = _pid_of(self.pidfd) if self.ready else None
@@ -125,9 +132,9 @@ class Monitor:
             except OSError:  # unanswered, its exit_group calls would end one thread each
                 self.ready = False
         self.exit_noticed = False
-        for fd in (self.out_r, self.err_r, self.status_r):
+        for fd in (self.out_r, self.err_r, self.status_r, self.requests_w):
             os.set_blocking(fd, False)
-        self.status_buffer = b""
+        self.status_buffer = bytearray()
         self.alive = True
         self.exit_code: int | None = None
         self.max_rss_kb = 0
@@ -142,30 +149,55 @@ class Monitor:
         reason = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no reason"]
         return f"sandbox runner failed to start: {reason[0]}"
 
-    def start(self, job: dict) -> None:
-        """Hand the request to the waiting runner (limits of this run first)."""
+    def start(self, job: dict) -> str | None:
+        """Hand the request to the waiting runner (limits of this run first); returns why
+        that failed, if it did."""
         self.cap = job["limits"]["max_output_bytes"]
         self.memory_mb = job["limits"]["memory_mb"]
-        if self.run_cgroup and self.memory_mb != self.setup["limits"]["memory_mb"]:
-            self.cgroups.set_memory(self.run_cgroup, self.memory_mb)  # close() restores it
-        with contextlib.suppress(BrokenPipeError):
-            write_message(self.requests_w, {k: v for k, v in job.items() if k != "id"})
+        if self.run_cgroup and self.slot_memory[self.slot] != self.memory_mb:
+            # The slot's last runner has been reaped (the spawner forked this one after);
+            # what it left to free is reclaimed now, or waited for (EBUSY).
+            try:
+                cgroups.set_memory(self.run_cgroup, self.memory_mb)
+            except OSError as exc:
+                return f"sandbox could not set the run's memory limit: {exc}"
+            self.slot_memory[self.slot] = self.memory_mb
+        request = frame({k: v for k, v in job.items() if k != "id"})
+        if not self._write_request(request, time.perf_counter() + HANDOFF_SECONDS):
+            return "sandbox runner did not take its request"
+        return None
+
+    def _write_request(self, data: bytes, deadline: float) -> bool:
+        """Write ``data`` to the runner's requests by ``deadline``; False if it did not read
+        them in time (a session whose earlier cell stopped reading). A runner that is gone
+        counts as written: its exit is what the run reports."""
+        view = memoryview(data)
+        while view:
+            left = deadline - time.perf_counter()
+            if left <= 0 or not select.select([], [self.requests_w], [], left)[1]:
+                return False
+            try:
+                view = view[os.write(self.requests_w, view) :]
+            except BlockingIOError:
+                continue
+            except BrokenPipeError:
+                return True
+        return True
 
     def execute(self, code: str | None, timeout: float) -> dict:
         """Run one cell (``code``; None for a one-shot run) and report what was observed."""
         started = time.perf_counter()
+        deadline = started + timeout
         nonce = os.urandom(16).hex()
+        status, timed_out = None, False
         if code is not None:
             self._signal_run(signal.SIGCONT)
-            with contextlib.suppress(BrokenPipeError):
-                write_message(self.requests_w, {"code": code, "nonce": nonce})
+            timed_out = not self._write_request(frame({"code": code, "nonce": nonce}), deadline)
         output = {self.out_r: bytearray(), self.err_r: bytearray()}
         dropped = {self.out_r: 0, self.err_r: 0}
-        deadline = started + timeout
-        status, timed_out = None, False
         watched = [self.out_r, self.err_r, self.spawner]
         watched += [fd for fd in (self.status_r if code else None, self.listener) if fd is not None]
-        while status is None and self.alive:
+        while status is None and self.alive and not timed_out:
             left = deadline - time.perf_counter()
             if left <= 0:
                 timed_out = True
@@ -182,6 +214,8 @@ class Monitor:
                     self.spawner.receive()
                     self.alive = self.number not in self.spawner.statuses
         duration = time.perf_counter() - started
+        if self.exit_noticed:
+            self._end_the_rest()
         exit_code = None
         if timed_out or code is None or status is None or status["exited"]:
             exit_code = self.stop()
@@ -216,9 +250,26 @@ class Monitor:
             self.exit_code = status & 0xFF
             self.exit_noticed = True
 
+    def _end_the_rest(self) -> None:
+        """Kill what the exited runner left running and wait until it is gone (its memory,
+        sockets and CPU freed), so that nothing of this run exists when the next one starts.
+        The runner itself is past running code: the kernel tears it down after the reply."""
+        end = time.monotonic() + TEARDOWN_SECONDS
+        killed_at_once = False
+        while others := [p for p in cgroups.pids(self.run_cgroup) if p != self.runner_pid]:
+            if time.monotonic() > end:
+                return
+            if not killed_at_once:
+                killed_at_once = cgroups.kill(self.run_cgroup)
+            if not killed_at_once:
+                for pid in others:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+            time.sleep(0.001)
+
     def _memory_exceeded(self, exit_code: int | None) -> bool:
         if self.run_cgroup.get("memory"):
-            return self.cgroups.oom_kills(self.run_cgroup) > self.oom_kills
+            return cgroups.oom_kills(self.run_cgroup) > self.oom_kills
         if not exit_code:
             return False
         return self.max_rss_kb * 1024 >= RSS_ESTIMATE_SHARE * (self.memory_mb << 20)
@@ -250,12 +301,13 @@ class Monitor:
         self.status_buffer += chunk or b""
         while len(self.status_buffer) >= 4:
             size = struct.unpack(">I", self.status_buffer[:4])[0]
+            if size > MAX_STATUS_BYTES:
+                self.stop()
+                return None
             if len(self.status_buffer) < 4 + size:
                 return None
-            body, self.status_buffer = (
-                self.status_buffer[4 : 4 + size],
-                self.status_buffer[4 + size :],
-            )
+            body = bytes(self.status_buffer[4 : 4 + size])
+            del self.status_buffer[: 4 + size]
             try:
                 status = json.loads(body)
                 valid = (
@@ -286,9 +338,15 @@ class Monitor:
             done |= pids
 
     def _run_pids(self) -> list[int]:
-        if self.run_cgroup.get("pids"):
-            return self.cgroups.pids(self.run_cgroup)
-        found, frontier = [], [self.spawner.pid]  # the runner, and orphans of the run
+        if self.run_cgroup:
+            return cgroups.pids(self.run_cgroup)
+        # With PID namespaces the run's orphans are the runner's (its PID 1), and the
+        # spawner's other child is the next runner; without, the spawner is the subreaper
+        # of the one live runner's orphans.
+        if self.setup["namespaces"]:
+            found, frontier = [self.runner_pid], [self.runner_pid]
+        else:
+            found, frontier = [], [self.spawner.pid]
         while frontier:
             below = [child for pid in frontier for child in children(pid)]
             found += below
@@ -319,9 +377,6 @@ class Monitor:
             self.spawner.forget(self.number)
         else:
             self.stop()
-        default_mb = self.setup["limits"]["memory_mb"]
-        if self.run_cgroup and self.memory_mb != default_mb:
-            self.cgroups.set_memory(self.run_cgroup, default_mb)  # what the next run expects
         listener = [self.listener] if self.listener is not None else []
         for fd in (
             self.out_r,

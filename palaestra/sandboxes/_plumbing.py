@@ -22,9 +22,14 @@ def read_message(fd: int) -> dict | None:
     return None if body is None else json.loads(body)
 
 
-def write_message(fd: int, message: dict) -> None:
+def frame(message: dict) -> bytes:
+    """``message`` as it goes over a pipe: its length (4 bytes, big-endian), then its JSON."""
     body = json.dumps(message).encode()
-    data = struct.pack(">I", len(body)) + body
+    return struct.pack(">I", len(body)) + body
+
+
+def write_message(fd: int, message: dict) -> None:
+    data = memoryview(frame(message))
     while data:
         data = data[os.write(fd, data) :]
 

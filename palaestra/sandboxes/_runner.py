@@ -18,10 +18,13 @@ import sys
 import traceback
 import types
 
+import _cgroups as cgroups
 import _confine as confine
+import _view as view
 from _plumbing import all_pids, read_message, write_message
 
-NOBODY = 65534
+LANDLOCK_READS = 5
+"""The runner's copy of the worker's Landlock read ruleset (without a mount namespace)."""
 
 
 class Runner:
@@ -72,25 +75,30 @@ def confine_runner(setup: dict, workdir: str, run_cgroup: dict) -> tuple[int, in
     seccomp listener of exit notices (None without them).
     """
     if run_cgroup:
-        confine.join(run_cgroup)
+        cgroups.join(run_cgroup)
+    if setup["namespaces"]:
+        confine.new_host_identity()
     if setup["mount"]:
         limits = setup["limits"]
-        confine.enter_root(limits["work_dir_mb"], limits["work_dir_files"])
+        view.enter_root(
+            limits["work_dir_mb"],
+            limits["work_dir_files"],
+            owner=setup["work_owner"],
+            inside_work=setup["inside_work"],
+        )
     with contextlib.suppress(OSError):
         confine.new_session_keyring()
     os.chdir(workdir)
     os.umask(0o077)
-    if setup["uid_drop"]:
-        os.setgroups([])
-        os.setresgid(NOBODY, NOBODY, NOBODY)
-        os.setresuid(NOBODY, NOBODY, NOBODY)
-    # With a user namespace: the worker, the spawner and the live runners; else this uid's
-    # processes, counted before /proc is hidden.
-    existing = 2 + setup["live_runners"] if setup["namespaces"] else _count_own_processes()
+    if setup["run_uid"] is not None:
+        _become(setup["run_uid"])
+    existing = _counted_processes(setup)
     confine.prctl(confine.PR_SET_NO_NEW_PRIVS, 1)
     if setup["landlock_abi"]:
-        readable = ["/"] if setup["mount"] else setup["readable"]
-        confine.apply_landlock(setup["landlock_abi"], [workdir], readable)
+        # With a mount namespace the view is all there is to read: its root, allowed now.
+        view_root = setup["mount"] and confine.landlock_read_ruleset(["/"], [])
+        reads = view_root or LANDLOCK_READS
+        confine.apply_landlock(setup["landlock_abi"], [workdir], reads)
     if setup["namespaces"]:
         confine.drop_capabilities()
     listener = None
@@ -99,6 +107,26 @@ def confine_runner(setup: dict, workdir: str, run_cgroup: dict) -> tuple[int, in
     if not setup["network_isolated"]:
         sys.addaudithook(_block_sockets_hook)
     return existing, listener
+
+
+def _become(uid: int) -> None:
+    """Switch to the unprivileged ``uid`` for good, without supplementary groups."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    # Back to dumpable (a uid change clears it), so that the worker may still take this
+    # process's seccomp listener and hold its namespaces; only this run's processes share
+    # the uid, and seccomp denies them ptrace.
+    confine.prctl(confine.PR_SET_DUMPABLE, 1)
+
+
+def _counted_processes(setup: dict) -> int:
+    """How many processes already count against the run's RLIMIT_NPROC: in a user namespace
+    the live runners (and the worker and spawner where runs keep their uid); otherwise every
+    process of this uid, counted before Landlock hides /proc."""
+    if setup["namespaces"]:
+        return setup["live_runners"] + (2 if setup["run_uid"] is None else 0)
+    return _count_own_processes()
 
 
 def _block_sockets_hook(event: str, args: tuple) -> None:
@@ -114,11 +142,14 @@ def runner_main(setup: dict, workdir: str, run_cgroup: dict, fds: list[int]) -> 
     os.setsid()
     if setup["namespaces"]:
         confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
-    for target, fd in enumerate([os.open(os.devnull, os.O_RDONLY), *fds]):
+    kept = [os.open(os.devnull, os.O_RDONLY), *fds]
+    if setup["landlock_reads"] is not None:
+        kept.append(setup["landlock_reads"])  # becomes LANDLOCK_READS
+    for target, fd in enumerate(kept):
         os.dup2(fd, target + 100)
-    for target in range(len(fds) + 1):
+    for target in range(len(kept)):
         os.dup2(target + 100, target)
-    os.closerange(len(fds) + 1, 1 << 16)
+    os.closerange(len(kept), 1 << 16)
     existing_processes, listener = confine_runner(setup, workdir, run_cgroup)
     sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
@@ -186,7 +217,7 @@ def _warm_up() -> None:
 def _set_rlimits(job: dict, setup: dict, existing_processes: int) -> None:
     limits = job["limits"]
     nproc = limits["max_processes"] + existing_processes
-    memory = None if setup["cgroup_memory"] else limits["memory_mb"] << 20
+    memory = None if "memory" in setup["cgroup_versions"] else limits["memory_mb"] << 20
     cpu = limits["session_cpu_seconds"] if job["session"] else limits["cpu_seconds"]
     for name, value in (
         ("RLIMIT_CORE", 0),

@@ -24,7 +24,7 @@ import traceback
 
 import _confine as confine
 from _plumbing import children, remove_tree
-from _runner import NOBODY, runner_main
+from _runner import runner_main
 
 HANDED = struct.Struct("=cqq")  # b"R", runner number, cgroup slot; fds attached
 REAPED = struct.Struct("=cqiq")  # b"S", runner number, wait status, peak RSS in KiB
@@ -98,8 +98,8 @@ def _fork_runner(
 
 def _host_workdir(setup: dict) -> str:
     path = tempfile.mkdtemp(prefix="run-", dir=setup["base_dir"])
-    if setup["uid_drop"]:
-        os.chown(path, NOBODY, NOBODY)
+    if setup["run_uid"] is not None:
+        os.chown(path, setup["run_uid"], setup["run_uid"])
     return path
 
 

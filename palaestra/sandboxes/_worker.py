@@ -14,8 +14,8 @@ imports only the standard library. Process tree::
                   fresh keyring, Landlock, seccomp, no capabilities; all of it set up before
                   the request arrives, so a run is a hand-off to a ready process)
 
-Kernel mechanisms live in ``_confine.py``; helpers shared by the processes in
-``_plumbing.py``.
+The set-up is in ``_setup.py``; kernel mechanisms in ``_confine.py``, ``_cgroups.py`` and
+``_view.py`` (what a run can read); helpers shared by the processes in ``_plumbing.py``.
 """
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import select
 import signal
-import stat
-import sys
-import tempfile
 
-import _confine as confine
 from _monitor import Monitor, SpawnerLink
 from _plumbing import read_message, remove_tree, write_message
+from _setup import set_up
+
+PRIVATE = ("limits", "readable", "hidden", "seccomp_program", "run_cgroups", "sys_path")
+PRIVATE += ("landlock_reads", "inside_work")
+"""Set-up entries that stay in the worker (the rest is its report to the host)."""
 
 
 def serve(monitor: Monitor, job: dict) -> None:
@@ -39,7 +39,10 @@ def serve(monitor: Monitor, job: dict) -> None:
     if not monitor.ready:
         write_message(1, {"error": monitor.startup_error(), "id": job["id"]})
         return
-    monitor.start(job)
+    error = monitor.start(job)
+    if error is not None:
+        write_message(1, {"error": error, "id": job["id"]})
+        return
     if not job["session"]:
         result = monitor.execute(None, job["timeout"])
         write_message(1, {**result, "id": job["id"]})
@@ -50,167 +53,6 @@ def serve(monitor: Monitor, job: dict) -> None:
             break
         result = monitor.execute(request["code"], request["timeout"])
         write_message(1, {**result, "id": request["id"]})
-
-
-def prepare_mount(setup: dict) -> bool:
-    """Build the worker's template root and check that a run can enter it (in a child)."""
-    try:
-        confine.build_template_root(setup["readable"])
-    except OSError:
-        return False
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        with contextlib.suppress(BaseException):
-            confine.unshare(confine.CLONE_NEWPID)
-            inner = os.fork()
-            if inner == 0:
-                with contextlib.suppress(BaseException):
-                    confine.enter_root(1, 16)
-                    os._exit(0)
-                os._exit(1)
-            code = os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1])
-        os._exit(code)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
-
-
-def exit_notices_work() -> bool:
-    """Whether this process can take a child's seccomp listener, hear its exit and let it
-    go on exiting (a probe: old kernels, containers and ptrace policies refuse a step)."""
-    (fd_r, fd_w), (go_r, go_w) = os.pipe(), os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        with contextlib.suppress(BaseException):
-            program = confine.seccomp_filter(unix_sockets=True, metadata=True, exit_notices=True)
-            listener = confine.apply_seccomp(program, listener=True)
-            os.write(fd_w, str(listener).encode())
-            os.read(go_r, 1)
-            os.close(listener)
-            os._exit(7)
-        os._exit(1)
-    for fd in (fd_w, go_r):
-        os.close(fd)
-    pidfd = os.pidfd_open(pid)
-    opened, heard = [fd_r, go_w, pidfd], False
-    try:
-        opened.append(listener := confine.pidfd_getfd(pidfd, int(os.read(fd_r, 16))))
-        os.write(go_w, b"x")
-        if select.select([listener], [], [], 2.0)[0]:
-            heard = confine.receive_notice(listener)[::2] == (pid, 7)
-        select.select([pidfd], [], [], 2.0)  # let on, it exits (unless the kernel cannot)
-    except (OSError, ValueError):
-        pass
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        exit_code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-        for fd in opened:
-            os.close(fd)
-    return heard and exit_code == 7
-
-
-def set_up(config: dict) -> tuple[dict, confine.Cgroups | None]:
-    """Enter the worker's namespaces and find out what confines each run (or raise, leaving
-    no cgroup behind)."""
-    cgroups = None
-    if config["cgroups"] is not False:
-        cgroups = confine.Cgroups(f"palaestra-sandbox-{os.getpid()}")
-    try:
-        if config["cgroups"] and "memory" not in cgroups.dirs:
-            raise OSError("no writable memory cgroup controller")
-        return _set_up_mechanisms(config, cgroups), cgroups
-    except BaseException:
-        if cgroups is not None:
-            cgroups.remove()
-        raise
-
-
-def _set_up_mechanisms(config: dict, cgroups: confine.Cgroups | None) -> dict:
-    host_root = os.geteuid() == 0
-    setup = {"namespaces": False, "mount": False, "landlock_abi": 0, "seccomp": False}
-    setup["exit_notices"] = False
-    setup.update(limits=config["limits"], readable=confine.readable_paths(config["readable"]))
-    if config["namespaces"] is not False:
-        try:
-            confine.enter_user_namespace()
-            setup["namespaces"] = True
-        except OSError as exc:
-            if config["namespaces"]:
-                raise OSError(f"cannot create user/network namespaces: {exc}") from exc
-    if setup["namespaces"] and config["mount"] is not False:
-        setup["mount"] = prepare_mount(setup)
-    if config["mount"] and not setup["mount"]:
-        raise OSError("cannot build a private mount namespace here")
-    if config["landlock"] is not False:
-        setup["landlock_abi"] = confine.landlock_abi()
-        if config["landlock"] and not setup["landlock_abi"]:
-            raise OSError("Landlock is not available in this kernel")
-    if config["seccomp"] is not False:
-        setup["seccomp"] = confine.seccomp_supported() and "Seccomp:" in _status()
-        if config["seccomp"] and not setup["seccomp"]:
-            raise OSError("no seccomp filter for this kernel or architecture")
-        # Exit notices: the worker learns a runner's exit status before the kernel tears the
-        # runner down; with PID namespaces only (without, orphans are killed after the exit).
-        setup["exit_notices"] = (
-            setup["seccomp"]
-            and setup["namespaces"]
-            and cgroups is not None
-            and "memory" in cgroups.dirs  # the memory verdict must not need the runner's rusage
-            and exit_notices_work()
-        )
-        program = confine.seccomp_filter(
-            unix_sockets=setup["mount"],
-            metadata=setup["mount"],
-            exit_notices=setup["exit_notices"],
-        )
-        setup["seccomp_program"] = program if setup["seccomp"] else None
-    filesystem = setup["mount"] or setup["landlock_abi"]
-    if host_root and not filesystem and not config["allow_unconfined_root"]:
-        raise OSError(
-            "refusing to run untrusted code as root without filesystem isolation (no mount "
-            "namespace, no Landlock); pass allow_unconfined_root=True to accept the risk"
-        )
-    setup["uid_drop"] = host_root and not setup["namespaces"] and _world_readable(sys.prefix)
-    setup["network_isolated"] = (
-        setup["namespaces"] or setup["landlock_abi"] >= 4 or setup["seccomp"]
-    )
-    setup["cgroup_memory"] = cgroups is not None and "memory" in cgroups.dirs
-    setup["cgroup_pids"] = cgroups is not None and "pids" in cgroups.dirs
-    setup["cgroups"] = list(cgroups.dirs.values()) if cgroups is not None else []
-    limits = config["limits"]
-    setup["live_runners"] = 2 if setup["namespaces"] else 1  # running, and the next one
-    setup["run_cgroups"] = [
-        cgroups.create_run(f"run-{slot}", limits["memory_mb"], limits["max_processes"] + 1)
-        if cgroups is not None and cgroups.dirs
-        else {}
-        for slot in range(setup["live_runners"])
-    ]
-    setup["sys_path"] = [p for p in sys.path if _readable(p, setup)]  # what a run may import
-    setup["base_dir"] = None if setup["mount"] else tempfile.mkdtemp(prefix="palaestra-sandbox-")
-    if setup["uid_drop"]:
-        os.chmod(setup["base_dir"], 0o711)
-    return setup
-
-
-def _readable(path: str, setup: dict) -> bool:
-    real = os.path.realpath(path) if path else ""
-    return any(real == p or real.startswith(p + "/") for p in setup["readable"])
-
-
-def _world_readable(path: str) -> bool:
-    """Whether ``nobody`` can reach ``path`` (every directory on the way searchable by others)."""
-    path = os.path.realpath(path)
-    while True:
-        if not os.stat(path).st_mode & stat.S_IXOTH:
-            return False
-        if path == "/":
-            return True
-        path = os.path.dirname(path)
-
-
-def _status() -> str:
-    with open("/proc/self/status") as handle:
-        return handle.read()
 
 
 def worker_main(config: dict) -> None:
@@ -227,11 +69,11 @@ def worker_main(config: dict) -> None:
     spawner = None
     try:
         spawner = SpawnerLink(setup)
-        private = ("limits", "readable", "seccomp_program", "run_cgroups", "sys_path")
-        report = {k: v for k, v in setup.items() if k not in private}
+        report = {k: v for k, v in setup.items() if k not in PRIVATE}
         write_message(1, {"ready": True, "uid": os.getuid(), **report})
+        slot_memory = {slot: setup["limits"]["memory_mb"] for slot in range(setup["live_runners"])}
         while True:
-            monitor = Monitor(setup, cgroups, spawner)  # ready before the request arrives
+            monitor = Monitor(setup, spawner, slot_memory)  # ready before the request arrives
             try:
                 job = read_message(0)
                 if job is None:

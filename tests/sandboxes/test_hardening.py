@@ -21,7 +21,7 @@ import pytest
 import palaestra
 from palaestra.sandboxes import Limits, LocalSandbox
 from palaestra.sandboxes.pool import SandboxWorkerError
-from tests.sandboxes.conftest import LEVELS
+from tests.sandboxes.conftest import LEVELS, make_box
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -163,7 +163,7 @@ def test_the_project_checkout_is_unreadable(any_sandbox: LocalSandbox) -> None:
 
 
 def test_disk_and_inode_quota() -> None:
-    with LocalSandbox(pool_size=1, limits=Limits(work_dir_mb=8, work_dir_files=64)) as box:
+    with make_box(pool_size=1, limits=Limits(work_dir_mb=8, work_dir_files=64)) as box:
         if box.isolation_report()["disk_quota"] is None:
             pytest.skip("no private tmpfs at this level")
         fill = "f = open('big', 'wb')\nfor _ in range(32):\n    f.write(b'0' * (1 << 20))\n    f.flush()"
@@ -198,7 +198,7 @@ def test_a_deep_tree_is_cleaned_up_and_the_result_kept(any_sandbox: LocalSandbox
 
 
 def test_memory_is_limited_per_run_not_per_process(any_sandbox: LocalSandbox) -> None:
-    if any_sandbox.isolation_report()["memory"] != "cgroup":
+    if any_sandbox.isolation_report()["memory"] == "rlimit-per-process":
         assert "memory" in any_sandbox.isolation_report()["missing"]
         pytest.skip("memory: only a per-process limit at this level")
     code = (
@@ -308,7 +308,7 @@ def test_sessions_get_no_cpu_between_cells(any_sandbox: LocalSandbox) -> None:
 
 
 def test_session_cpu_time_is_bounded() -> None:
-    box = LocalSandbox(pool_size=1, limits=Limits(session_cpu_seconds=1))
+    box = make_box(pool_size=1, limits=Limits(session_cpu_seconds=1))
     with box, box.session() as session:
         spin = "t = time.process_time()\nwhile time.process_time() - t < 0.6:\n    pass"
         session.run("import time")
@@ -321,7 +321,7 @@ def test_session_cpu_time_is_bounded() -> None:
 
 
 def test_closing_a_session_never_delays_other_runs() -> None:
-    with LocalSandbox(pool_size=2) as box:
+    with make_box(pool_size=2) as box:
         box.warm()
         session = box.session()
         session.run(
@@ -373,7 +373,7 @@ def test_udp_to_loopback_is_blocked(any_sandbox: LocalSandbox) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the refusal concerns root")
 def test_root_without_filesystem_isolation_is_refused() -> None:
-    box = LocalSandbox(pool_size=1, namespaces=False, landlock=False)
+    box = make_box(pool_size=1, namespaces=False, landlock=False)
     with pytest.raises(SandboxWorkerError, match="allow_unconfined_root"):
         box.run("print(1)")
     box.close()
@@ -381,14 +381,19 @@ def test_root_without_filesystem_isolation_is_refused() -> None:
 
 @pytest.mark.parametrize("level", list(LEVELS))
 def test_each_level_reports_what_is_missing(level: str) -> None:
-    with LocalSandbox(pool_size=1, **LEVELS[level]) as box:
+    with make_box(pool_size=1, **LEVELS[level]) as box:
         report = box.isolation_report()
     missing = set(report["missing"])
     if level == "default" and report["filesystem"] == "mount-namespace":
-        assert missing <= {"memory", "process_count"}  # cgroups may be unavailable
-    if level != "default":
-        assert {"disk_quota", "ipc"} <= missing and report["filesystem"] != "mount-namespace"
+        assert missing <= {"memory", "process_count", "cpu_share"}  # cgroups may be unusable
+    if level == "no-cgroups":
+        assert {"memory", "cpu_share"} <= missing and report["process_count"] != "cgroup-v1"
+        if os.geteuid() == 0:  # a root host's runs still get an unprivileged uid of their own
+            assert report["user"] == "dedicated-uid" and report["process_count"] == "rlimit"
+    if level in ("no-mount", "no-namespaces", "rlimits-only"):
+        assert "disk_quota" in missing and report["filesystem"] != "mount-namespace"
     if level in ("no-namespaces", "rlimits-only"):
+        assert {"ipc", "host_name"} <= missing
         assert report["processes"] == "process-group+subreaper"
     if level == "rlimits-only":
         assert {"filesystem", "syscalls", "file_metadata", "host_sockets", "memory"} <= missing
@@ -403,7 +408,7 @@ def _worker_cgroups(worker_pids: set[int]) -> list[str]:
 @pytest.mark.parametrize("level", list(LEVELS))
 def test_clean_up_leaves_no_files_processes_cgroups_or_ipc(level: str) -> None:
     shm_before = Path("/proc/sysvipc/shm").read_text()
-    box = LocalSandbox(pool_size=2, **LEVELS[level])
+    box = make_box(pool_size=2, **LEVELS[level])
     box.warm()
     workers = set(box.worker_pids())
     assert _worker_cgroups(workers) or "memory" in box.isolation_report()["missing"]

@@ -128,7 +128,7 @@ def test_the_worker_runs_from_its_bundle_alone() -> None:
     """What the docker backend sends into a container: the loader and the bundle on stdin."""
     config = {
         "namespaces": False, "mount": False, "landlock": False, "seccomp": None, "cgroups": False,
-        "allow_unconfined_root": True, "preload": [], "readable": [],
+        "allow_unconfined_root": True, "preload": [], "readable": [], "hidden": [],
         "limits": dict(Limits().__dict__),
     }  # fmt: skip
     worker = subprocess.run(
