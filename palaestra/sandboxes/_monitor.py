@@ -31,8 +31,6 @@ MAX_STATUS_BYTES = 4096
 """A session cell's status is a few dozen bytes; a longer frame is malformed."""
 HANDOFF_SECONDS = 10.0
 """How long a runner may take to read its request (it reads it as soon as it is written)."""
-TEARDOWN_SECONDS = 5.0
-"""How long the rest of a run may take to die once its runner exited, before the reply."""
 
 
 class SpawnerLink:
@@ -251,21 +249,20 @@ class Monitor:
             self.exit_noticed = True
 
     def _end_the_rest(self) -> None:
-        """Kill what the exited runner left running and wait until it is gone (its memory,
-        sockets and CPU freed), so that nothing of this run exists when the next one starts.
-        The runner itself is past running code: the kernel tears it down after the reply."""
-        end = time.monotonic() + TEARDOWN_SECONDS
-        killed_at_once = False
-        while others := [p for p in cgroups.pids(self.run_cgroup) if p != self.runner_pid]:
-            if time.monotonic() > end:
-                return
-            if not killed_at_once:
-                killed_at_once = cgroups.kill(self.run_cgroup)
-            if not killed_at_once:
-                for pid in others:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, signal.SIGKILL)
-            time.sleep(0.001)
+        """After the runner's exit notice: if processes of the run are left, kill them and
+        reply only once the spawner has reaped the runner (the init of a PID namespace is
+        reaped after every process in it), so that nothing of this run exists when the next
+        one starts. A runner that was alone is past running code: the kernel tears it down
+        after the reply."""
+        others = [pid for pid in cgroups.pids(self.run_cgroup) if pid != self.runner_pid]
+        if not others:
+            return
+        if not cgroups.kill(self.run_cgroup):
+            for pid in others:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        _, self.max_rss_kb = self.spawner.reaped(self.number)
+        self.exit_noticed = False  # reaped: nothing to forget
 
     def _memory_exceeded(self, exit_code: int | None) -> bool:
         if self.run_cgroup.get("memory"):

@@ -452,3 +452,32 @@ def test_workers_clean_up_after_a_host_that_vanished() -> None:
     while time.monotonic() < deadline and (_worker_cgroups(workers) or _alive(workers)):
         time.sleep(0.05)
     assert _worker_cgroups(workers) == [] and not _alive(workers)
+
+
+def test_clean_up_at_interpreter_exit_is_complete_and_quiet() -> None:
+    """A sandbox still open when the host's interpreter exits is closed before the modules
+    are torn down: no worker, cgroup or error message is left (``__del__`` used to run too
+    late, with ``open`` already gone). A sandbox dropped earlier goes with its pipes."""
+    host = (
+        "import gc\n"
+        "from palaestra.sandboxes import LocalSandbox\n"
+        "def dropped():\n"
+        "    box = LocalSandbox(pool_size=1)\n"
+        "    box.run('print(1)')\n"
+        "    return box.worker_pids()\n"
+        "print(*dropped(), flush=True)\n"
+        "gc.collect()\n"
+        "box = LocalSandbox(pool_size=2)\n"  # still open at exit
+        "box.warm()\n"
+        "box.run('print(1)')\n"
+        "print(*box.worker_pids(), flush=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(palaestra.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-c", host], capture_output=True, text=True, env=env)
+    dropped, kept = ({int(pid) for pid in line.split()} for line in done.stdout.splitlines())
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert len(kept) == 2 and _worker_cgroups(kept) == [] and not _alive(kept)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (_worker_cgroups(dropped) or _alive(dropped)):
+        time.sleep(0.05)
+    assert _worker_cgroups(dropped) == [] and not _alive(dropped)
