@@ -60,6 +60,12 @@ def any_sandbox(request: pytest.FixtureRequest) -> Iterator[LocalSandbox]:
         yield box
 
 
+def fresh_listing(box: LocalSandbox) -> str:
+    """What a run sees in its work dir before writing anything: ``[]``, or, for a Python
+    installed under ``/tmp``, the top directory of its read-only view there."""
+    return box.run("import os\nprint(sorted(os.listdir('.')))").stdout.strip()
+
+
 def parent_of(pid: int) -> int | None:
     """``pid``'s parent (from /proc), None if it is gone."""
     try:

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from palaestra.sandboxes import ExecResult, Limits, LocalSandbox, Sandbox, SandboxSession
-from tests.sandboxes.conftest import make_box
+from tests.sandboxes.conftest import fresh_listing, make_box
 
 
 def test_protocols_are_satisfied(sandbox: LocalSandbox) -> None:
@@ -49,9 +49,10 @@ def test_large_stdin_arrives_whole(sandbox: LocalSandbox) -> None:
 
 
 def test_runs_are_independent(sandbox: LocalSandbox) -> None:
+    empty = fresh_listing(sandbox)
     sandbox.run("import builtins\nbuiltins.leak = 1\nopen('left.txt', 'w').write('x')")
-    result = sandbox.run("import builtins, os\nprint(hasattr(builtins, 'leak'), os.listdir('.'))")
-    assert result.stdout == "False []\n"
+    code = "import builtins, os\nprint(hasattr(builtins, 'leak'), sorted(os.listdir('.')))"
+    assert sandbox.run(code).stdout == f"False {empty}\n"
 
 
 def test_bad_arguments_raise_clear_errors(sandbox: LocalSandbox) -> None:
