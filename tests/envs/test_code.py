@@ -44,7 +44,8 @@ def test_multi_turn_shows_failures_then_accepts_a_fix(box: LocalSandbox) -> None
     obs, _ = env.reset(options={"index": 2})
     obs, reward, terminated, _, _ = env.step(block("print(0)"))
     assert not terminated and reward == 0.0
-    assert "expected '6', got '0'" in obs and "2 attempts left" in obs
+    assert "wrong output '0'" in obs and "2 attempts left" in obs
+    assert "'6'" not in obs  # the expected output stays hidden
     obs, reward, terminated, _, info = env.step(env.oracle()(obs))
     assert terminated and reward == 1.0 and info["success"]
 

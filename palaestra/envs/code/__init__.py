@@ -1,7 +1,8 @@
 """Code family: HumanEval and local datasets, unit-test rewards, single- or multi-attempt.
 
-``-Retry`` variants show failing tests and allow three attempts (``-MultiTurn``, the old
-name, is kept as an alias). Every program runs in a sandbox (the shared local one unless
+``-Retry`` variants allow three attempts and show, after each, the failing calls and how
+they failed, never a hidden test's expected value (``-MultiTurn``, the old name, is kept as
+an alias). Every program runs in a sandbox (the shared local one unless
 ``sandbox=`` is given).
 """
 
