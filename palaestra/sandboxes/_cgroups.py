@@ -24,6 +24,10 @@ import os
 import time
 
 CONTROLLERS = ("memory", "pids", "cpu")
+SHARED_V1 = ("cpu",)
+"""Controllers a v1 worker holds for its runs as a whole (the spawner joins once), not per
+run slot: one run at a time uses the CPU of a worker, and each v1 hierarchy a new runner
+joins is one more migration under a kernel-wide lock."""
 LEAF = "leaf"
 """Where the processes of a delegated v2 cgroup move so that controllers can be enabled."""
 
@@ -86,10 +90,16 @@ class Cgroups:
         for controller in usable:
             self.dirs[controller], self.version[controller] = path, 2
 
+    def shared(self) -> dict[str, str]:
+        """The cgroups all runs of the worker share (v1 CPU); its spawner joins them."""
+        return {c: p for c, p in self.dirs.items() if c in SHARED_V1 and self.version[c] == 1}
+
     def create_run(self, run: str, memory_mb: int, max_pids: int) -> dict[str, str]:
         """Directories of a new run slot's cgroups, limits set; a run joins with :func:`join`."""
         created: dict[str, str] = {}
         for controller, parent in self.dirs.items():
+            if controller in self.shared():
+                continue
             path = os.path.join(parent, run)
             if path not in created.values():  # v2: one directory holds every controller
                 os.mkdir(path)

@@ -214,6 +214,7 @@ def _set_up_runs(setup: dict, cgroups: Cgroups | None) -> None:
         else {}
         for slot in range(setup["live_runners"])
     ]
+    setup["spawner_cgroups"] = cgroups.shared() if cgroups is not None else {}
     setup["sys_path"] = [p for p in sys.path if _readable(p, setup)]  # what a run may import
     setup["base_dir"] = None if setup["mount"] else tempfile.mkdtemp(prefix="palaestra-sandbox-")
     if setup["base_dir"] and setup["run_uid"] is not None:

@@ -22,6 +22,7 @@ import struct
 import tempfile
 import traceback
 
+import _cgroups as cgroups
 import _confine as confine
 from _plumbing import children, remove_tree
 from _runner import runner_main
@@ -36,6 +37,7 @@ def spawn_runners(setup: dict, channel: socket.socket) -> None:
     each as it exits; until the worker is gone."""
     confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
     confine.prctl(confine.PR_SET_CHILD_SUBREAPER, 1)  # orphans of a run come back here
+    cgroups.join(setup["spawner_cgroups"])  # the runners are born in them
     own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY) if setup["namespaces"] else -1
     live: dict[int, tuple[int, int, str]] = {}  # pid -> runner number, cgroup slot, work dir
     numbers = itertools.count()

@@ -30,7 +30,7 @@ from _plumbing import read_message, remove_tree, write_message
 from _setup import set_up
 
 PRIVATE = ("limits", "readable", "hidden", "seccomp_program", "run_cgroups", "sys_path")
-PRIVATE += ("landlock_reads", "inside_work")
+PRIVATE += ("landlock_reads", "inside_work", "spawner_cgroups")
 """Set-up entries that stay in the worker (the rest is its report to the host)."""
 
 
