@@ -254,7 +254,8 @@ class Monitor:
         reaped after every process in it), so that nothing of this run exists when the next
         one starts. A runner that was alone is past running code: the kernel tears it down
         after the reply."""
-        others = [pid for pid in cgroups.pids(self.run_cgroup) if pid != self.runner_pid]
+        listed = self._processes_of_the_run()
+        others = [pid for pid in listed or () if pid != self.runner_pid]
         if not others:
             return
         if not cgroups.kill(self.run_cgroup):
@@ -326,13 +327,21 @@ class Monitor:
         """Send ``signum`` to every process of the run, until no new one appears."""
         done: set[int] = set()
         while self.alive:
-            pids = set(self._run_pids()) - done
+            listed = self._processes_of_the_run()
+            pids = set(listed or ()) - done
             if not pids:
                 return
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signum)
             done |= pids
+
+    def _processes_of_the_run(self) -> list[int] | None:
+        """The run's processes; None once its runner has exited, when all of them are gone
+        (a PID namespace's init exits last) and the slot's cgroup may already hold the next
+        runner (the spawner forks it right after the reap)."""
+        listed = self._run_pids()
+        return None if select.select([self.pidfd], [], [], 0)[0] else listed
 
     def _run_pids(self) -> list[int]:
         if self.run_cgroup:
