@@ -193,24 +193,8 @@ class Monitor:
             timed_out = not self._write_request(frame({"code": code, "nonce": nonce}), deadline)
         output = {self.out_r: bytearray(), self.err_r: bytearray()}
         dropped = {self.out_r: 0, self.err_r: 0}
-        watched = [self.out_r, self.err_r, self.spawner]
-        watched += [fd for fd in (self.status_r if code else None, self.listener) if fd is not None]
-        while status is None and self.alive and not timed_out:
-            left = deadline - time.perf_counter()
-            if left <= 0:
-                timed_out = True
-                break
-            for fd in select.select(watched, [], [], left)[0]:
-                if fd in output:
-                    if self._drain(fd, output[fd], dropped):
-                        watched.remove(fd)  # closed by the run: no busy loop on end of file
-                elif fd == self.status_r:
-                    status = self._read_status(nonce)
-                elif fd == self.listener:
-                    self._take_exit_notice()
-                else:  # the spawner reports exits: one wake-up, not one per pidfd and status
-                    self.spawner.receive()
-                    self.alive = self.number not in self.spawner.statuses
+        if not timed_out:
+            status, timed_out = self._watch(code is not None, nonce, deadline, output, dropped)
         duration = time.perf_counter() - started
         if self.exit_noticed:
             self._end_the_rest()
@@ -235,6 +219,31 @@ class Monitor:
             "truncated": any(dropped.values()),
             "session_alive": self.alive,
         }
+
+    def _watch(
+        self, cell: bool, nonce: str, deadline: float, output: dict, dropped: dict
+    ) -> tuple[dict | None, bool]:
+        """Collect output until the run (or the cell) ends or ``deadline`` passes; returns
+        the cell's status (sessions) and whether it timed out."""
+        watched = [self.out_r, self.err_r, self.spawner]
+        watched += [fd for fd in (self.status_r if cell else None, self.listener) if fd is not None]
+        status = None
+        while status is None and self.alive:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return status, True
+            for fd in select.select(watched, [], [], left)[0]:
+                if fd in output:
+                    if self._drain(fd, output[fd], dropped):
+                        watched.remove(fd)  # closed by the run: no busy loop on end of file
+                elif fd == self.status_r:
+                    status = self._read_status(nonce)
+                elif fd == self.listener:
+                    self._take_exit_notice()
+                else:  # the spawner reports exits: one wake-up, not one per pidfd and status
+                    self.spawner.receive()
+                    self.alive = self.number not in self.spawner.statuses
+        return status, False
 
     def _take_exit_notice(self) -> None:
         """Let a process of the run go on exiting; the runner's own exit ends the run, with

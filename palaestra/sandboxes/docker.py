@@ -1,8 +1,9 @@
 """The docker backend: runs code in locked-down containers kept warm in a pool.
 
-Each pooled container runs one sandbox worker (``palaestra/sandboxes/_worker.py``, the same
-program the local backend uses), so a run is a fork inside an already started container:
-no container start-up per call. The container adds what a process cannot give itself:
+Each pooled container runs one sandbox worker (``palaestra/sandboxes/_worker.py`` and its
+modules, the same program the local backend uses, sent on the worker's stdin), so a run is
+a fork inside an already started container: no container start-up per call. The container
+adds what a process cannot give itself:
 
 * no network at all (``network_mode="none"``);
 * a read-only root file system; the only writable place is a tmpfs at ``/tmp`` (``noexec``);
@@ -87,6 +88,22 @@ def container_config(
         "security_opt": ["no-new-privileges"],
         "ulimits": [{"name": "core", "soft": 0, "hard": 0}],
         "labels": {LABEL: "1"},
+    }
+
+
+def worker_config(limits: Limits, preload: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The configuration of the sandbox worker in each container."""
+    return {
+        "namespaces": False,  # the container is the namespace, the cgroup and the mount view
+        "mount": False,
+        "landlock": False,
+        "seccomp": None,  # on top of the engine's own profile, where the kernel allows
+        "cgroups": False,
+        "allow_unconfined_root": False,
+        "preload": list(preload),
+        "readable": [],
+        "hidden": [],
+        "limits": dict(limits.__dict__),
     }
 
 
@@ -216,17 +233,7 @@ class DockerSandbox(WorkerPoolSandbox):
         self._container_config = container_config(
             self.limits, image=image, cpus=cpus, work_dir_mb=work_dir_mb
         )
-        self._worker_config = {
-            "namespaces": False,  # the container is the namespace, the cgroup and the mount view
-            "mount": False,
-            "landlock": False,
-            "seccomp": None,  # on top of the engine's own profile, where the kernel allows
-            "cgroups": False,
-            "allow_unconfined_root": False,
-            "preload": list(preload),
-            "readable": [],
-            "limits": dict(self.limits.__dict__),
-        }
+        self._worker_config = worker_config(self.limits, preload)
         self._client = connect(base_url)
         self._ensure_image(image)
 

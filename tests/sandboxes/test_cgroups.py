@@ -35,6 +35,7 @@ quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
 other = subprocess.Popen(["sleep", "60"], **quiet)  # another process of the "container"
 assert libc.unshare(0x02000000 | 0x00020000) == 0  # CLONE_NEWCGROUP | CLONE_NEWNS
 assert libc.mount(None, b"/", None, 16384 | (1 << 18), None) == 0  # MS_REC | MS_PRIVATE
+libc.umount2(b"/sys/fs/cgroup", 2)  # MNT_DETACH: cgroup2 may be there already (a v2 host)
 assert libc.mount(b"cgroup2", b"/sys/fs/cgroup", b"cgroup2", 0, None) == 0
 root = "/sys/fs/cgroup"
 read = lambda *p: open(os.path.join(root, *p)).read().split()
