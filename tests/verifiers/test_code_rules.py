@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import json
 import re
 from collections.abc import Iterator
 
@@ -89,6 +90,43 @@ def test_malformed_replies_of_the_candidate_are_dropped(box: LocalSandbox) -> No
     report = grade(box, problem, MALFORMED_REPLIES)
     assert report.passed == 0
     assert report.failures == ["f(1): raised RuntimeError: the candidate returned no result for this call"]  # fmt: skip
+
+
+def forged_raise(name: str) -> str:
+    """A candidate that answers the first call with a forged exception of 5,000 characters."""
+    line = json.dumps([0, {"raised": [name, "x" * 5000]}]) + "\n"
+    return f"import os\nos.write(1, {line.encode()!r})\nos._exit(0)\n"
+
+
+def test_what_the_candidate_raised_is_shown_capped(box: LocalSandbox) -> None:
+    """The name and text of a raised exception come from the candidate, which may forge
+    them: a name that is no builtin exception shows as RuntimeError and the text is cut to
+    200 characters (broken: 10,000 characters of the candidate's reach the policy)."""
+    problem = FunctionProblem(tests=["assert f(1) == 1"], entry_point="f")
+    for name, shown in (("ValueError", "ValueError"), ("E" * 5000, "RuntimeError")):
+        [failure] = grade(box, problem, forged_raise(name)).failures
+        assert failure == f"f(1): raised {shown}: {'x' * 200}"
+
+
+def test_failing_calls_are_shown_few_and_short(box: LocalSandbox) -> None:
+    """A failure shows the last three calls of its test, each cut to 120 characters, and
+    counts the others (broken: a test's every call, or a huge argument, reaches the policy)."""
+    many = FunctionProblem(tests=["for i in range(50):\n    assert f(i) == i"], entry_point="f")
+    [failure] = grade(box, many, "def f(x):\n    return x if x < 49 else 0").failures
+    assert failure == "f(47), f(48), f(49) (after 47 earlier calls): wrong result"
+    wide = FunctionProblem(tests=["assert f('a' * 1000) == 0"], entry_point="f")
+    [failure] = grade(box, wide, "def f(x):\n    return 1").failures
+    assert failure == f"f({'a' * 1000!r}"[:117] + "...: wrong result"
+
+
+def test_stdio_failures_show_input_and_output_capped_never_the_expected(box: LocalSandbox) -> None:  # fmt: skip
+    """A stdio failure shows the case's input (200 characters) and what the program printed
+    (200), never the expected output (broken: all three reach the policy whole)."""
+    problem = CodeProblem(
+        "echo", "print the line", "stdio", cases=[("y" * 1000 + "\n", "SECRET\n")]
+    )
+    [failure] = grade(box, problem, "print('z' * 1000)").failures
+    assert failure == f"input {'y' * 200 + '...'!r}: wrong output {'z' * 200!r}"
 
 
 def test_a_stdio_case_passes_only_for_a_program_that_ends_well(box: LocalSandbox) -> None:

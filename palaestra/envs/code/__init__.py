@@ -1,18 +1,17 @@
 """Code family: HumanEval and local datasets, unit-test rewards, single- or multi-attempt.
 
-``-Retry`` variants allow three attempts and show, after each, the failing calls and how
-they failed, never a hidden test's expected value (``-MultiTurn``, the old name, is kept as
-an alias). Every program runs in a sandbox (the shared local one unless
-``sandbox=`` is given).
+``-Retry`` variants allow three attempts, each after the first costing 0.1, and show, after
+each, the failing calls and how they failed, never a hidden test's expected value
+(``-MultiTurn``, the old name, is kept as an alias). Every program runs in a sandbox (the
+shared local one unless ``sandbox=`` is given).
 """
 
 from palaestra.core.registry import Variant, register
-from palaestra.envs.base import RETRY_ATTEMPTS
+from palaestra.envs.base import RETRY
 
-_RETRY = {"max_attempts": RETRY_ATTEMPTS}
 _VARIANTS = {
-    "Retry": _RETRY,
-    "MultiTurn": Variant(kwargs=_RETRY, description="alias of the -Retry variant"),
+    "Retry": RETRY,
+    "MultiTurn": Variant(kwargs=RETRY, description="alias of the -Retry variant"),
 }
 
 register("code:HumanEval-v0", "palaestra.envs.code.env:HumanEval", variants=_VARIANTS)

@@ -38,7 +38,7 @@ class CodeEnv(AnswerEnv):
     nothing.
 
     Reward (on the final attempt; earlier attempts get 0): ``"fraction"`` of tests passed,
-    or ``"all"`` (1 only if every test passes). ``max_attempts`` attempts; the episode ends
+    or ``"all"`` (1 only if every test passes), less ``attempt_cost`` per earlier attempt. ``max_attempts`` attempts; the episode ends
     early when all tests pass. ``problems`` is a task source of :class:`CodeProblem` (or a
     function that loads one); which problem a reset serves follows
     :func:`palaestra.tasks.row_for_reset`. ``sandbox``: a :class:`Sandbox`, a backend name
@@ -53,12 +53,15 @@ class CodeEnv(AnswerEnv):
         *,
         reward: Literal["fraction", "all"] = "fraction",
         max_attempts: int = 1,
+        attempt_cost: float = 0.0,
         timeout: float = 5.0,
         sandbox: Sandbox | str | None = None,
         max_failures_shown: int = 3,
         render_mode: str | None = None,
     ):
-        super().__init__(max_attempts=max_attempts, render_mode=render_mode)
+        super().__init__(
+            max_attempts=max_attempts, attempt_cost=attempt_cost, render_mode=render_mode
+        )
         if reward not in ("fraction", "all"):
             raise ValueError(f"reward must be 'fraction' or 'all', got {reward!r}")
         if isinstance(sandbox, str):
