@@ -173,7 +173,7 @@ def run(source):
     # candidate that reached the test carries the candidate's own words.
     verdict = {"error": type(failed).__name__, "calls": calls}
     if failed is test.raised:
-        verdict["raised"] = [type(failed).__name__, str(failed)[:200]]
+        verdict["raised"] = [type(failed).__name__, str(failed)]  # capped by the grader
     return verdict
 
 

@@ -189,7 +189,7 @@ def _parse_reply(line: str, count: int) -> tuple[int, dict[str, Any]] | None:
             return index, reply
         name, text = reply["raised"]
         if len(reply) == 1 and type(name) is str and type(text) is str:
-            return index, {"raised": [name[:80], text[:200]]}
+            return index, {"raised": [name, text[:200]]}  # the name must be a builtin
     except (ValueError, TypeError, KeyError, RecursionError, Unencodable):
         return None
     return None
