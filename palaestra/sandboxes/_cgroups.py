@@ -66,6 +66,7 @@ class Cgroups:
         own = own_cgroup(controller)
         if own is None:
             return False
+        sweep_leftovers(own, name)
         path = os.path.join(own, name)
         with contextlib.suppress(OSError):
             os.mkdir(path)
@@ -79,6 +80,7 @@ class Cgroups:
         usable = enable_below(own, controllers)
         if not usable:
             return
+        sweep_leftovers(own, name)
         path = os.path.join(own, name)
         try:
             os.mkdir(path)
@@ -191,6 +193,22 @@ def remove_cgroup(path: str, patience: float = 5.0) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.005)
+
+
+def sweep_leftovers(parent: str, name: str) -> None:
+    """Remove the empty cgroups that workers no longer alive left in ``parent`` (named like
+    ``name``, ``<prefix>-<pid>``): a host and its workers killed at once clean up nothing.
+    A cgroup that still holds a process, or whose pid is alive, stays."""
+    prefix = name.rsplit("-", 1)[0] + "-"
+    for entry in os.scandir(parent):
+        pid = entry.name.removeprefix(prefix)
+        if entry.name == pid or not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+            continue
+        with contextlib.suppress(OSError):  # busy (processes left) or removed meanwhile
+            for slot in os.scandir(entry.path):
+                if slot.is_dir():
+                    os.rmdir(slot.path)
+            os.rmdir(entry.path)
 
 
 def own_cgroup(controller: str | None) -> str | None:

@@ -7,6 +7,7 @@ it as missing and skips with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import socket
@@ -434,6 +435,34 @@ def test_clean_up_leaves_no_files_processes_cgroups_or_ipc(level: str) -> None:
 
 def _alive(pids: set[int]) -> bool:
     return any(os.path.exists(f"/proc/{pid}") for pid in pids)
+
+
+def test_cgroups_left_by_killed_workers_go_when_the_next_worker_starts() -> None:
+    """A host killed with its workers removes nothing; the next worker removes the empty
+    cgroups of workers no longer alive, and only those (they stayed for good before)."""
+    with make_box(pool_size=1) as box:
+        box.warm()
+        parents = {os.path.dirname(p) for p in _worker_cgroups(set(box.worker_pids()))}
+    if not parents:
+        pytest.skip("no cgroup at this isolation level")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead, alive = (
+        [os.path.join(parent, f"palaestra-sandbox-{pid}") for parent in parents]
+        for pid in (gone.pid, os.getpid())
+    )
+    for path in dead + alive:
+        os.makedirs(os.path.join(path, "run-0"))
+    try:
+        with make_box(pool_size=1) as box:
+            box.warm()
+        assert not [path for path in dead if os.path.exists(path)]
+        assert all(os.path.exists(os.path.join(path, "run-0")) for path in alive)
+    finally:
+        for path in dead + alive:
+            for leftover in (os.path.join(path, "run-0"), path):
+                with contextlib.suppress(FileNotFoundError):
+                    os.rmdir(leftover)
 
 
 def test_workers_clean_up_after_a_host_that_vanished() -> None:
