@@ -26,14 +26,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
-from bench_train_step_vs_trl import ENV_ID, ENV_KWARGS, env_reward
+from bench_train_step_vs_trl import ENV_ID, ENV_KWARGS, GENERATIONS, TRLRun
 
-GENERATIONS, LR = 8, 1e-6
+LR = 1e-6
 SHAPES = {
     "qwen2.5-0.5b": {
         "hidden_size": 896,
@@ -119,89 +118,27 @@ def palaestra_run(run: dict[str, Any]) -> dict[str, float]:
 
 def trl_run(run: dict[str, Any]) -> dict[str, float]:
     """Train ``run["steps"] + 1`` steps with TRL's GRPOTrainer; per-step medians."""
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import palaestra
-
-    episodes, steps = run["episodes"], run["steps"] + 1
-    env = palaestra.make(ENV_ID, **ENV_KWARGS)
-    rows = []
-    for seed in range(episodes // GENERATIONS * steps):
-        task, _ = env.reset(seed=seed)
-        prompt = [
-            {"role": "system", "content": env.system_prompt},
-            {"role": "user", "content": task},
-        ]
-        rows.append({"prompt": prompt, "seed": seed})
-
-    def reward(completions, seed, **_) -> list[float]:
-        return [env_reward(s, c[0]["content"]) for s, c in zip(seed, completions, strict=True)]
-
-    gpu = torch.cuda.is_available()
-    config = GRPOConfig(
-        output_dir=run["out"],
-        per_device_train_batch_size=episodes,
-        num_generations=GENERATIONS,
-        max_completion_length=run["max_new_tokens"],
-        max_steps=steps,
-        learning_rate=LR,
-        lr_scheduler_type="constant",
-        max_grad_norm=1.0,
-        beta=0.0,
-        temperature=1.0,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        use_cpu=not gpu,
-        bf16=gpu and run["dtype"] == "bfloat16",
-        shuffle_dataset=False,
+    trl = TRLRun(
+        AutoModelForCausalLM.from_pretrained(run["model"], dtype=getattr(torch, run["dtype"])),
+        AutoTokenizer.from_pretrained(run["model"]),
+        Path(run["out"]),
+        prompts=run["episodes"] // GENERATIONS,
+        steps=run["steps"] + 1,
+        max_new_tokens=run["max_new_tokens"],
+        lr=LR,
+        bf16=torch.cuda.is_available() and run["dtype"] == "bfloat16",
     )
-    step_times: list[float] = []
-
-    class StepTimer(TrainerCallback):
-        def on_step_begin(self, *args, **kwargs):
-            self.started = time.perf_counter()
-
-        def on_step_end(self, *args, **kwargs):
-            step_times.append(time.perf_counter() - self.started)
-
-    trainer = GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(
-            run["model"], dtype=getattr(torch, run["dtype"])
-        ),
-        processing_class=AutoTokenizer.from_pretrained(run["model"]),
-        reward_funcs=reward,
-        args=config,
-        train_dataset=Dataset.from_list(rows),
-        callbacks=[StepTimer()],
-    )
-    rollouts = _time_rollouts(trainer)
     _reset_peak_memory()
-    trainer.train()
-    rollout = statistics.median(seconds for seconds, _ in rollouts[1:])
+    trl.train()
+    rollout = trl.median_rollout()
     return {
         "rollout_s": rollout,
-        "update_s": statistics.median(step_times[1:]) - rollout,
-        "tokens_per_s": statistics.median(tokens / seconds for seconds, tokens in rollouts[1:]),
+        "update_s": trl.median_step() - rollout,
+        "tokens_per_s": statistics.median(tokens / seconds for seconds, tokens in trl.rollouts[1:]),
         "peak_gb": _peak_memory_gb(),
     }
-
-
-def _time_rollouts(trainer: Any) -> list[tuple[float, int]]:
-    """Wrap TRL's generation-and-scoring call to record (seconds, completion tokens) of each."""
-    generate = trainer._generate_and_score_completions
-    records: list[tuple[float, int]] = []
-
-    def timed(*args, **kwargs):
-        started = time.perf_counter()
-        result = generate(*args, **kwargs)
-        records.append((time.perf_counter() - started, int(result["completion_mask"].sum())))
-        return result
-
-    trainer._generate_and_score_completions = timed
-    return records
 
 
 def _reset_peak_memory() -> None:

@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -71,77 +72,117 @@ def palaestra_step_times(model_dir: Path, out: Path, steps: int) -> dict[str, fl
     }
 
 
+class TRLRun:
+    """TRL's GRPOTrainer on guess-the-number with the env's reward, timed per step and per
+    rollout (generation + reward: seconds and completion tokens)."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        out: Path,
+        *,
+        prompts: int,
+        steps: int,
+        max_new_tokens: int,
+        lr: float,
+        bf16: bool = False,
+    ) -> None:
+        from datasets import Dataset
+        from transformers import TrainerCallback
+        from trl import GRPOConfig, GRPOTrainer
+
+        env = palaestra.make(ENV_ID, **ENV_KWARGS)
+        rows = []
+        for seed in range(prompts * steps):
+            task, _ = env.reset(seed=seed)
+            prompt = [
+                {"role": "system", "content": env.system_prompt},
+                {"role": "user", "content": task},
+            ]
+            rows.append({"prompt": prompt, "seed": seed})
+
+        def reward(completions, seed, **_) -> list[float]:
+            return [env_reward(s, c[0]["content"]) for s, c in zip(seed, completions, strict=True)]
+
+        config = GRPOConfig(
+            output_dir=str(out),
+            per_device_train_batch_size=prompts * GENERATIONS,
+            num_generations=GENERATIONS,
+            max_completion_length=max_new_tokens,
+            max_steps=steps,
+            learning_rate=lr,
+            lr_scheduler_type="constant",
+            max_grad_norm=1.0,
+            beta=0.0,
+            temperature=1.0,
+            logging_steps=1,
+            save_strategy="no",
+            report_to=[],
+            use_cpu=not torch.cuda.is_available(),
+            bf16=bf16,
+            shuffle_dataset=False,
+        )
+        self.step_times: list[float] = []
+        self.rollouts: list[tuple[float, int]] = []
+        step_times = self.step_times
+
+        class StepTimer(TrainerCallback):
+            def on_step_begin(self, *args, **kwargs):
+                self.started = time.perf_counter()
+
+            def on_step_end(self, *args, **kwargs):
+                step_times.append(time.perf_counter() - self.started)
+
+        self.trainer = GRPOTrainer(
+            model=model,
+            processing_class=tokenizer,
+            reward_funcs=reward,
+            args=config,
+            train_dataset=Dataset.from_list(rows),
+            callbacks=[StepTimer()],
+        )
+        generate = self.trainer._generate_and_score_completions
+
+        def timed_generate(*args, **kwargs):
+            started = time.perf_counter()
+            result = generate(*args, **kwargs)
+            tokens = int(result["completion_mask"].sum())
+            self.rollouts.append((time.perf_counter() - started, tokens))
+            return result
+
+        self.trainer._generate_and_score_completions = timed_generate
+
+    def train(self) -> None:
+        self.trainer.train()
+
+    def median_step(self) -> float:
+        """Median seconds per step, the first (warm-up) left out."""
+        return statistics.median(self.step_times[1:])
+
+    def median_rollout(self) -> float:
+        return statistics.median(seconds for seconds, _ in self.rollouts[1:])
+
+
 def trl_step_times(model_dir: Path, out: Path, steps: int) -> dict[str, float]:
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    env = palaestra.make(ENV_ID, **ENV_KWARGS)
-    rows = []
-    for seed in range(PROMPTS * (steps + 1)):
-        task, _ = env.reset(seed=seed)
-        prompt = [
-            {"role": "system", "content": env.system_prompt},
-            {"role": "user", "content": task},
-        ]
-        rows.append({"prompt": prompt, "seed": seed})
-
-    def reward(completions, seed, **_) -> list[float]:
-        return [env_reward(s, c[0]["content"]) for s, c in zip(seed, completions, strict=True)]
-
-    config = GRPOConfig(
-        output_dir=str(out),
-        per_device_train_batch_size=PROMPTS * GENERATIONS,
-        num_generations=GENERATIONS,
-        max_completion_length=MAX_NEW_TOKENS,
-        max_steps=steps + 1,
-        learning_rate=LR,
-        lr_scheduler_type="constant",
-        max_grad_norm=1.0,
-        beta=0.0,
-        temperature=1.0,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        use_cpu=True,
-        bf16=False,
-        shuffle_dataset=False,
+    run = TRLRun(
+        AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
+        AutoTokenizer.from_pretrained(model_dir),
+        out,
+        prompts=PROMPTS,
+        steps=steps + 1,
+        max_new_tokens=MAX_NEW_TOKENS,
+        lr=LR,
     )
-    step_times: list[float] = []
-    rollout_times: list[float] = []
-
-    class StepTimer(TrainerCallback):
-        def on_step_begin(self, *args, **kwargs):
-            self.started = time.perf_counter()
-
-        def on_step_end(self, *args, **kwargs):
-            step_times.append(time.perf_counter() - self.started)
-
-    trainer = GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
-        processing_class=AutoTokenizer.from_pretrained(model_dir),
-        reward_funcs=reward,
-        args=config,
-        train_dataset=Dataset.from_list(rows),
-        callbacks=[StepTimer()],
-    )
-    generate = trainer._generate_and_score_completions
-
-    def timed_generate(*args, **kwargs):
-        started = time.perf_counter()
-        result = generate(*args, **kwargs)
-        rollout_times.append(time.perf_counter() - started)
-        return result
-
-    trainer._generate_and_score_completions = timed_generate
     started = time.perf_counter()
-    trainer.train()
+    run.train()
     wall = (time.perf_counter() - started) / (steps + 1)
-    step = statistics.median(step_times[1:])
-    rollout = statistics.median(rollout_times[1:])
+    rollout = run.median_rollout()
     return {
         "rollout": rollout,
-        "update": step - rollout,
+        "update": run.median_step() - rollout,
         "sync": 0.0,
         "step (wall, incl. warm-up)": wall,
     }

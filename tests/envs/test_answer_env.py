@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import palaestra
 from palaestra.envs.base import RETRY, AnswerEnv, Grade
 from palaestra.tasks import Problem
 
@@ -53,3 +54,13 @@ def test_without_a_cost_retries_are_free_and_bad_costs_are_refused():
     for cost in (-0.1, 1.5):
         with pytest.raises(ValueError, match="attempt_cost"):
             Echo(attempt_cost=cost)
+
+
+def test_every_retry_variant_charges_for_extra_attempts():
+    """Free attempts would let a policy guess through the feedback: every family's -Retry
+    id (and its aliases) takes the shared cost."""
+    ids = [i for i in palaestra.list_envs() if "-Retry" in i or "-MultiTurn" in i]
+    assert {i.split(":")[0] for i in ids} >= {"math", "rg", "code", "sql"}
+    for env_id in ids:
+        kwargs = palaestra.spec(env_id).kwargs
+        assert kwargs.get("attempt_cost") == RETRY["attempt_cost"], env_id

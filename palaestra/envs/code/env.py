@@ -38,11 +38,11 @@ class CodeEnv(AnswerEnv):
     nothing.
 
     Reward (on the final attempt; earlier attempts get 0): ``"fraction"`` of tests passed,
-    or ``"all"`` (1 only if every test passes), less ``attempt_cost`` per earlier attempt. ``max_attempts`` attempts; the episode ends
-    early when all tests pass. ``problems`` is a task source of :class:`CodeProblem` (or a
-    function that loads one); which problem a reset serves follows
-    :func:`palaestra.tasks.row_for_reset`. ``sandbox``: a :class:`Sandbox`, a backend name
-    (``"docker"``: the process-wide one) or None (local).
+    or ``"all"`` (1 only if every test passes), less ``attempt_cost`` per earlier attempt.
+    ``max_attempts`` attempts; the episode ends early when all tests pass. ``problems`` is a
+    task source of :class:`CodeProblem` (or a function that loads one); which problem a
+    reset serves follows :func:`palaestra.tasks.row_for_reset`. ``sandbox``: a
+    :class:`Sandbox`, a backend name (``"docker"``: the process-wide one) or None (local).
     """
 
     system_prompt = SYSTEM_PROMPT

@@ -1,15 +1,15 @@
 """Math: procedural generators, local datasets, and every reasoning-gym task (``rg:*``).
 
-Variants: ``-Easy``/``-Hard`` difficulty, ``-Retry`` (three attempts with feedback) and
-``-Python`` (tool-integrated reasoning: a sandboxed python REPL per episode, calls in the
-default tool-call format). Registering imports nothing heavy: reasoning-gym, math-verify and
+Variants: ``-Easy``/``-Hard`` difficulty, ``-Retry`` (three attempts with feedback, each
+after the first costing 0.1) and ``-Python`` (tool-integrated reasoning: a sandboxed python
+REPL per episode, calls in the default tool-call format). Registering imports nothing heavy: reasoning-gym, math-verify and
 pyarrow load when an env first needs them.
 """
 
 from pathlib import Path
 
 from palaestra.core.registry import Variant, WrapperSpec, register
-from palaestra.envs.base import RETRY_ATTEMPTS
+from palaestra.envs.base import RETRY
 from palaestra.envs.math.rg_tasks import RG_TASKS
 
 SAMPLE_PATH = str(Path(__file__).parent / "data" / "sample_math.jsonl")
@@ -20,7 +20,6 @@ PYTHON_TOOL = WrapperSpec(
 )
 """The wrapper of the ``-Python`` variants: the python tool, a REPL per episode."""
 
-_RETRY = {"max_attempts": RETRY_ATTEMPTS}
 _PYTHON = Variant(wrappers=(PYTHON_TOOL,))
 
 for _name in ("Arithmetic", "Fractions", "LinearEquation", "WordProblem"):
@@ -30,7 +29,7 @@ for _name in ("Arithmetic", "Fractions", "LinearEquation", "WordProblem"):
         variants={
             "Easy": {"difficulty": "easy"},
             "Hard": {"difficulty": "hard"},
-            "Retry": _RETRY,
+            "Retry": RETRY,
             "Python": _PYTHON,
         },
     )
@@ -41,7 +40,7 @@ register(
     kwargs={"path": SAMPLE_PATH},
     description="Math problems from a local JSONL/JSON/Parquet file or a datasets object "
     "(path=..., dataset=..., question_field=..., answer_field=...); defaults to a shipped sample.",
-    variants={"Retry": _RETRY, "Python": _PYTHON},
+    variants={"Retry": RETRY, "Python": _PYTHON},
 )
 
 for _task in RG_TASKS:
@@ -50,5 +49,5 @@ for _task in RG_TASKS:
         "palaestra.envs.math.reasoning_gym:ReasoningGymEnv",
         kwargs={"task": _task},
         description=f"reasoning-gym task {_task!r}, graded by its own scorer.",
-        variants={"Retry": _RETRY},
+        variants={"Retry": RETRY},
     )

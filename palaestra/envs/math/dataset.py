@@ -33,9 +33,12 @@ class MathDataset(MathEnv):
         id_field: str | None = None,
         prompt_template: str = "{question}",
         max_attempts: int = 1,
+        attempt_cost: float = 0.0,
         render_mode: str | None = None,
     ):
-        super().__init__(max_attempts=max_attempts, render_mode=render_mode)
+        super().__init__(
+            max_attempts=max_attempts, attempt_cost=attempt_cost, render_mode=render_mode
+        )
         if (path is None) == (dataset is None):
             raise ValueError("give exactly one of path= (a local file) or dataset= (rows)")
         if "{question}" not in prompt_template:

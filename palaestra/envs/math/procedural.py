@@ -42,10 +42,13 @@ class ProceduralMathEnv(MathEnv):
         difficulty: str = "medium",
         *,
         max_attempts: int = 1,
+        attempt_cost: float = 0.0,
         render_mode: str | None = None,
         **knobs: Any,
     ):
-        super().__init__(max_attempts=max_attempts, render_mode=render_mode)
+        super().__init__(
+            max_attempts=max_attempts, attempt_cost=attempt_cost, render_mode=render_mode
+        )
         preset = difficulty_preset(self.PRESETS, difficulty)
         unknown = set(knobs) - set(preset)
         if unknown:

@@ -66,9 +66,12 @@ class ReasoningGymEnv(MathEnv):
         dataset_seed: int = 0,
         size: int = 5_000,
         max_attempts: int = 1,
+        attempt_cost: float = 0.0,
         render_mode: str | None = None,
     ):
-        super().__init__(max_attempts=max_attempts, render_mode=render_mode)
+        super().__init__(
+            max_attempts=max_attempts, attempt_cost=attempt_cost, render_mode=render_mode
+        )
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         self.task_name = task
