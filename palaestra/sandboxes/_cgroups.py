@@ -28,6 +28,10 @@ SHARED_V1 = ("cpu",)
 """Controllers a v1 worker holds for its runs as a whole (the spawner joins once), not per
 run slot: one run at a time uses the CPU of a worker, and each v1 hierarchy a new runner
 joins is one more migration under a kernel-wide lock."""
+CPU_SHARES_V1 = 3 * 1024
+"""The v1 CPU weight of a worker's runs: what its three processes a run keeps busy (worker,
+spawner, runner) weighed as plain tasks, so that on a loaded host a sandbox gets the share
+it had before its runs were grouped (each busy process beyond those adds nothing)."""
 LEAF = "leaf"
 """Where the processes of a delegated v2 cgroup move so that controllers can be enabled."""
 
@@ -71,6 +75,8 @@ class Cgroups:
         with contextlib.suppress(OSError):
             os.mkdir(path)
             self.dirs[controller], self.version[controller] = path, 1
+            if controller == "cpu":
+                _write_file(os.path.join(path, "cpu.shares"), str(CPU_SHARES_V1))
         return True
 
     def _set_up_v2(self, name: str, controllers: list[str]) -> None:
