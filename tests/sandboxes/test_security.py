@@ -249,7 +249,8 @@ def test_closed_pipes_cost_the_worker_no_cpu(sandbox: LocalSandbox) -> None:
     sandbox.warm()
     before = sum(_cpu_seconds(pid) for pid in sandbox.worker_pids())
     result = sandbox.run("import os, time\nos.close(1)\nos.close(2)\ntime.sleep(0.6)")
-    assert result.ok and result.duration >= 0.6
+    assert result.ok and result.duration >= 0.5  # not ended by the closed pipes (the clock
+    # of a one-shot run starts after its runner got the code, so a loaded host shows < 0.6)
     assert sum(_cpu_seconds(pid) for pid in sandbox.worker_pids()) - before < 0.2
     with sandbox.session() as repl:
         started = time.monotonic()
