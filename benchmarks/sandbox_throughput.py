@@ -7,7 +7,11 @@ installed package without importing ``gem`` itself (whose ``__init__`` pulls in 
 optional dependencies). Without ``gem-llm`` installed its rows are skipped. ``--before REF``
 adds the local sandbox of an earlier commit (its ``palaestra/sandboxes`` read from git).
 
-    python benchmarks/sandbox_throughput.py --calls 200 --before f20d92d
+    python benchmarks/sandbox_throughput.py --calls 200 --before f20d92d --rounds 10
+
+``--rounds N`` (with ``--before``) then alternates the two in N rounds of the warm-pool
+throughput (trivial program, concurrency 16) and of the paced latency, and prints medians:
+on a loaded machine a single pass of each mostly measures what the load did meanwhile.
 
 A last table gives the latency of one trivial run at a time (``--pause-ms`` apart), what a
 policy calling the python tool between generations sees; the tables above run calls back to
@@ -121,11 +125,31 @@ def paced_latency(run: Runner, calls: int, pause: float) -> dict[str, float]:
     }
 
 
+def interleaved(runners: dict[str, Runner], rounds: int, calls: int, pause: float) -> None:
+    """Warm-pool throughput and paced p50 of each runner, alternating in ``rounds`` rounds
+    (the order flips each round); prints the medians and each round's figures."""
+    rates: dict[str, list[float]] = {name: [] for name in runners}
+    paced: dict[str, list[float]] = {name: [] for name in runners}
+    for index in range(rounds):
+        order = list(runners.items())
+        for name, run in order if index % 2 == 0 else reversed(order):
+            rates[name].append(measure(run, PROGRAMS["trivial"], calls, 16)["per_second"])
+            paced[name].append(paced_latency(run, 25, pause)["p50_ms"])
+    print(f"\n| backend | exec/s (trivial, concurrency 16), median of {rounds} | paced p50 ms, median | rounds' exec/s |")  # fmt: skip
+    print("|---|---|---|---|")
+    for name in runners:
+        each = " ".join(f"{rate:.0f}" for rate in rates[name])
+        print(f"| {name} | {statistics.median(rates[name]):.1f} | {statistics.median(paced[name]):.2f} | {each} |")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200, help="executions per cell")
     parser.add_argument("--pool-size", type=int, default=16)
     parser.add_argument("--before", help="also measure the local sandbox of this git commit")
+    parser.add_argument(
+        "--rounds", type=int, default=0, help="with --before: interleaved rounds of the two"
+    )
     parser.add_argument(
         "--pause-ms", type=float, default=20.0, help="pause between the paced latency runs"
     )
@@ -168,6 +192,9 @@ def main() -> None:
     for name, run in runners.items():
         row = paced_latency(run, args.calls, args.pause_ms / 1000)
         print(f"| {name} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} |", flush=True)
+    if args.before and args.rounds:
+        pair = {name: runners[name] for name in list(runners)[:2]}
+        interleaved(pair, args.rounds, args.calls, args.pause_ms / 1000)
     sandbox.close()
 
 

@@ -1,17 +1,16 @@
 """Kernel mechanisms that confine a sandboxed run, through system calls (standard library only).
 
-Loaded by the sandbox worker (``palaestra/sandboxes/_worker.py``), never imported by the
+Shipped with the sandbox worker (``palaestra/sandboxes/_worker.py``), never imported by the
 host. Each function does one thing and raises ``OSError`` when the kernel refuses:
 
-* namespaces: user + network (once per worker), then per run PID, mount, IPC and UTS;
-* :func:`build_template_root` (once per worker) and :func:`enter_root` (per run): a
-  private mount namespace whose root is a read-only tmpfs holding read-only binds of the
-  system, the Python installation and extra paths, a fresh ``/proc``, a few device nodes
-  and a size- and inode-limited tmpfs as ``/tmp`` (the work dir);
+* namespaces: user + network (once per worker; as root, a user namespace that belongs to a
+  dedicated unprivileged uid, :func:`enter_user_namespace`), then per run PID, IPC and UTS
+  (and mount: the view of ``_view.py``);
 * Landlock (read / write allow-lists, no TCP, no signals or abstract sockets outside);
 * a seccomp BPF filter (:func:`seccomp_filter`) that denies the dangerous system calls;
-* cgroups (:class:`Cgroups`): a memory and pids cgroup per run;
 * a fresh session keyring, no capabilities.
+
+Cgroups are in ``_cgroups.py``.
 """
 
 from __future__ import annotations
@@ -22,16 +21,13 @@ import errno
 import fcntl
 import os
 import platform
-import site
 import stat
 import struct
-import sys
-import sysconfig
-import time
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x20000, 0x4000000, 0x8000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP = 0x10000000, 0x20000000, 0x40000000, 0x2000000  # fmt: skip
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER, PR_SET_SECCOMP = 1, 38, 36, 22
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
+PR_SET_CHILD_SUBREAPER, PR_SET_SECCOMP = 36, 22
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
@@ -71,49 +67,104 @@ def _write_file(path: str, text: str) -> None:
         handle.write(text)
 
 
-def _read_file(path: str) -> str:
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except OSError:
-        return ""
-
-
 # ----------------------------------------------------------------------------- namespaces
 
 
-def enter_user_namespace() -> None:
-    """Own user and network namespaces (no interfaces up: no network at all)."""
-    uid, gid = os.geteuid(), os.getegid()
-    unshare(CLONE_NEWUSER | CLONE_NEWNET)
-    _write_file("/proc/self/setgroups", "deny")
-    _write_file("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write_file("/proc/self/gid_map", f"{gid} {gid} 1")
+SANDBOX_UID = 1000
+"""The uid and gid of sandboxed code in its user namespace (user ``sandbox`` in the view)."""
+HOSTNAME = b"sandbox"
 
 
-def readable_paths(extra: list[str]) -> list[str]:
-    """What sandboxed code may read: system libraries, this Python's installation, ``extra``.
+def enter_user_namespace(dedicated_uid: int | None) -> bool:
+    """Own user and network namespaces (no interfaces up: no network at all).
 
-    Only the interpreter's prefixes, standard library and site-packages: never other
-    ``sys.path`` entries such as an editable checkout or the current directory.
+    As root (``dedicated_uid`` given) the namespace maps root to root (the worker and its
+    spawner) and :data:`SANDBOX_UID` to ``dedicated_uid`` (the runs), and belongs to
+    ``dedicated_uid`` where the kernel lets that uid create one: every per-user kernel budget
+    the runs use (processes, inotify instances, ...) is then that uid's, never root's.
+    Otherwise the caller's uid maps to :data:`SANDBOX_UID`. Returns whether the namespace
+    belongs to ``dedicated_uid``.
     """
-    python = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)]
-    python.append(os.path.dirname(os.path.realpath(sys.executable)))
-    python += [sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")]
-    python += site.getsitepackages()
-    paths = [*SYSTEM_READABLE, *python, *extra]
-    return list(dict.fromkeys(os.path.realpath(p) for p in paths if p and os.path.exists(p)))
+    if dedicated_uid is None:
+        uid, gid = os.geteuid(), os.getegid()
+        unshare(CLONE_NEWUSER | CLONE_NEWNET)
+        _write_file("/proc/self/setgroups", "deny")
+        _write_file("/proc/self/uid_map", f"{SANDBOX_UID} {uid} 1")
+        _write_file("/proc/self/gid_map", f"{SANDBOX_UID} {gid} 1")
+        return False
+    maps = f"0 0 1\n{SANDBOX_UID} {dedicated_uid} 1\n"
+    if _join_namespaces_of(dedicated_uid, maps):
+        return True
+    _unshare_with_maps(maps)
+    return False
 
 
-SYSTEM_READABLE = (
-    "/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin",
-    "/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/passwd", "/etc/group",
-    "/etc/hosts", "/etc/nsswitch.conf", "/etc/ld.so.cache", "/etc/mime.types", "/etc/os-release",
-)  # fmt: skip
-DEVICES = ("null", "zero", "full", "random", "urandom")
+def _join_namespaces_of(uid: int, maps: str) -> bool:
+    """A child as ``uid`` creates user and network namespaces; this (root) process writes
+    their id maps and joins them. False where ``uid`` may not create a user namespace."""
+    (ready_r, ready_w), (done_r, done_w) = os.pipe(), os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        created = b"0"
+        with contextlib.suppress(BaseException):
+            os.close(ready_r)
+            os.close(done_w)
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            unshare(CLONE_NEWUSER | CLONE_NEWNET)
+            created = b"1"
+        with contextlib.suppress(BaseException):
+            os.write(ready_w, created)
+            os.read(done_r, 1)  # keeps the namespaces alive until they are joined
+        os._exit(0)
+    os.close(ready_w)
+    os.close(done_r)
+    try:
+        if os.read(ready_r, 1) != b"1":
+            return False
+        for name in ("uid_map", "gid_map"):
+            _write_file(f"/proc/{pid}/{name}", maps)
+        fds = [os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY) for kind in ("user", "net")]
+        try:
+            setns(fds[0], CLONE_NEWUSER)  # opened first: the helper is not dumpable for us then
+            setns(fds[1], CLONE_NEWNET)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return True
+    finally:
+        os.close(ready_r)
+        os.close(done_w)
+        os.waitpid(pid, 0)
 
 
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+def _unshare_with_maps(maps: str) -> None:
+    """Create the namespaces as root; a child still outside them writes the id maps."""
+    parent = os.getpid()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        with contextlib.suppress(BaseException):
+            os.close(go_w)
+            if os.read(go_r, 1) == b"1":
+                for name in ("uid_map", "gid_map"):
+                    _write_file(f"/proc/{parent}/{name}", maps)
+                code = 0
+        os._exit(code)
+    os.close(go_r)
+    try:
+        unshare(CLONE_NEWUSER | CLONE_NEWNET)
+        os.write(go_w, b"1")
+    finally:
+        os.close(go_w)
+        written = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    if not written:
+        raise OSError("cannot write the id maps of the sandbox's user namespace")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
     result = _libc.mount(
         source.encode() if source else None,
         target.encode(),
@@ -129,7 +180,7 @@ class _MountAttr(ctypes.Structure):
                 ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]  # fmt: skip
 
 
-def _make_read_only(path: str) -> None:
+def make_read_only(path: str) -> None:
     """Read-only, nosuid, nodev for the bind at ``path`` and everything mounted below it."""
     attr = _MountAttr(0x1 | 0x2 | 0x4, 0, 0, 0)  # MOUNT_ATTR_RDONLY | NOSUID | NODEV
     at_fdcwd, at_recursive = -100, 0x8000
@@ -141,75 +192,20 @@ def _make_read_only(path: str) -> None:
         flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
         if os.statvfs(path).f_flag & os.ST_NOEXEC:
             flags |= MS_NOEXEC
-        _mount(None, path, None, flags)
+        mount(None, path, None, flags)
 
 
-def _bind(source: str, root: str) -> None:
-    target = root + source
-    if os.path.isdir(source):
-        os.makedirs(target, exist_ok=True)
-    else:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        open(target, "a").close()
-    _mount(source, target, None, MS_BIND | MS_REC)
-    _make_read_only(target)
-
-
-def build_template_root(readable: list[str], root: str = "/tmp") -> None:
-    """Enter a private mount namespace holding, at ``root``, the read-only root of every run.
-
-    Called once per worker: a tmpfs with read-only binds of ``readable``, the host's
-    top-level symlinks (``/bin`` -> ``usr/bin``), a few device nodes and empty ``/proc``
-    and ``/tmp`` for :func:`enter_root`. ``root`` is hidden from the worker itself.
-    """
-    unshare(CLONE_NEWNS)
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,nr_inodes=4096,mode=755")
-    covered: list[str] = []
-    for path in sorted(readable, key=len):
-        if any(path == done or path.startswith(done + "/") for done in covered):
-            continue
-        _bind(path, root)
-        covered.append(path)
-    for name in ("bin", "sbin", "lib", "lib64", "lib32"):
-        host = f"/{name}"
-        if os.path.islink(host) and not os.path.lexists(f"{root}{host}"):
-            os.symlink(os.readlink(host), f"{root}{host}")
-    os.makedirs(f"{root}/dev", exist_ok=True)
-    for device in DEVICES:
-        if os.path.exists(f"/dev/{device}"):
-            open(f"{root}/dev/{device}", "a").close()
-            _mount(f"/dev/{device}", f"{root}/dev/{device}", None, MS_BIND)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"),
-                         ("shm", "/tmp")):  # fmt: skip
-        os.symlink(target, f"{root}/dev/{name}")
-    os.makedirs(f"{root}/proc")
-    os.makedirs(f"{root}/tmp")
-    _mount(None, root, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-
-
-def enter_root(work_mb: int, work_inodes: int, root: str = "/tmp") -> bool:
-    """Enter new mount, IPC and UTS namespaces and pivot into the template ``root``.
-
-    The work dir is ``/tmp``, a fresh tmpfs of ``work_mb`` MiB and ``work_inodes`` inodes;
-    it vanishes with the run's mount namespace. Must run as PID 1 of a new PID namespace
-    (for ``/proc``). Returns whether ``/proc`` could be mounted (left out where the kernel
-    refuses a fresh one).
-    """
-    unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
-    try:
-        _mount("proc", f"{root}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        has_proc = True
-    except OSError:
-        has_proc = False
-    _mount("tmpfs", f"{root}/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-           f"size={work_mb}m,nr_inodes={work_inodes},mode=700")  # fmt: skip
-    os.chdir(root)
+def pivot_into_cwd() -> None:
+    """Make the current directory the root of this mount namespace, the old root unmounted."""
     _check(_libc.syscall(SYS["pivot_root"], b".", b"."), "pivot_root")
     _check(_libc.umount2(b".", MNT_DETACH), "umount old root")
-    os.chdir("/")
-    return has_proc
+
+
+def new_host_identity() -> None:
+    """New IPC and UTS namespaces: no SysV IPC object of the host or of other runs in
+    sight, and the neutral host name ``sandbox``."""
+    unshare(CLONE_NEWIPC | CLONE_NEWUTS)
+    _check(_libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
 
 
 def new_session_keyring() -> None:
@@ -254,45 +250,73 @@ def landlock_abi() -> int:
     return max(result, 0)
 
 
-def apply_landlock(abi: int, writable: list[str], readable: list[str]) -> None:
-    """Reads only below ``readable``, writes only below ``writable``; no TCP (ABI >= 4); no
-    signals or abstract sockets to processes outside (ABI >= 6)."""
-    handled_fs = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_READ_DIR
-    handled_fs |= _FS_REMOVE_DIR | _FS_REMOVE_FILE | _FS_MAKE_ALL
-    handled_fs |= (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
-    attr = _RulesetAttr(handled_fs, 0, 0)
+_FS_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+
+
+def landlock_read_ruleset(readable: list[str], listable: list[str]) -> int:
+    """A Landlock ruleset (its fd) that handles reads only: files below ``readable``,
+    listing the directories below ``listable``. Built once (a worker without a mount
+    namespace lists hundreds of site-packages entries), then given to
+    :func:`apply_landlock`."""
+    ruleset = _create_ruleset(_RulesetAttr(_FS_READ, 0, 0), 16)
+    try:
+        rules = [(path, _FS_READ) for path in readable] + [(p, _FS_READ_DIR) for p in listable]
+        _add_rules(ruleset, [*rules, ("/dev/null", _FS_READ_FILE)], _FS_READ)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset
+
+
+def apply_landlock(abi: int, writable: list[str], read_ruleset: int) -> None:
+    """Reads as ``read_ruleset`` allows (:func:`landlock_read_ruleset`; closed here), writes
+    and changes only below ``writable``; no TCP (ABI >= 4); no signals or abstract sockets
+    to processes outside (ABI >= 6)."""
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    try:
+        _check(_libc.syscall(SYS["landlock_restrict_self"], read_ruleset, 0), "landlock reads")
+    finally:
+        os.close(read_ruleset)
+    handled = _FS_WRITE_FILE | _FS_REMOVE_DIR | _FS_REMOVE_FILE | _FS_MAKE_ALL
+    handled |= (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
+    attr = _RulesetAttr(handled, 0, 0)
     if abi >= 4:
         attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
     if abi >= 6:
         attr.scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL
-    size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else 16
-    ruleset = _check(
+    ruleset = _create_ruleset(attr, ctypes.sizeof(_RulesetAttr) if abi >= 6 else 16)
+    try:
+        rules = [(path, handled) for path in writable]
+        _add_rules(ruleset, [*rules, ("/dev/null", _FS_WRITE_FILE | _FS_TRUNCATE)], handled)
+        _check(_libc.syscall(SYS["landlock_restrict_self"], ruleset, 0), "landlock writes")
+    finally:
+        os.close(ruleset)
+
+
+def _create_ruleset(attr: _RulesetAttr, size: int) -> int:
+    return _check(
         _libc.syscall(SYS["landlock_create_ruleset"], ctypes.byref(attr), ctypes.c_size_t(size), 0),
         "landlock_create_ruleset",
     )
-    read_only = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
-    rules = [(path, read_only) for path in readable] + [(path, handled_fs) for path in writable]
-    rules.append(("/dev/null", _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE))
-    try:
-        for path, access in rules:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                if not stat.S_ISDIR(os.fstat(fd).st_mode):
-                    access &= _FS_FILE_ONLY
-                rule = _PathBeneathAttr(access & handled_fs, fd)
-                _check(
-                    _libc.syscall(SYS["landlock_add_rule"], ruleset, 1, ctypes.byref(rule), 0),
-                    "landlock_add_rule",
-                )
-            finally:
-                os.close(fd)
-        prctl(PR_SET_NO_NEW_PRIVS, 1)
-        _check(_libc.syscall(SYS["landlock_restrict_self"], ruleset, 0), "landlock_restrict_self")
-    finally:
-        os.close(ruleset)
+
+
+def _add_rules(ruleset: int, rules: list[tuple[str, int]], handled: int) -> None:
+    """Allow each rule's access below its path (paths that do not exist are left out)."""
+    for path, access in rules:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                access &= _FS_FILE_ONLY
+            rule = _PathBeneathAttr(access & handled, fd)
+            _check(
+                _libc.syscall(SYS["landlock_add_rule"], ruleset, 1, ctypes.byref(rule), 0),
+                "landlock_add_rule",
+            )
+        finally:
+            os.close(fd)
 
 
 # ----------------------------------------------------------------------------- seccomp
@@ -425,134 +449,3 @@ def receive_notice(listener: int) -> tuple[int, int, int]:
     with contextlib.suppress(OSError):  # the process was killed while it waited
         fcntl.ioctl(listener, _IOCTL_NOTIF_SEND, _NOTIF_RESP.pack(notice_id, 0, 0, continue_flag))
     return pid, number, first
-
-
-# ----------------------------------------------------------------------------- cgroups
-
-
-class Cgroups:
-    """A worker's memory and pids cgroups, with a child for its runs (v1 or v2 hierarchies).
-
-    Created by the worker before it enters its user namespace (as root, or where the
-    hierarchy was delegated to this user). A worker runs one run at a time, so the child
-    holds only the current run's processes; it is reused by the next run (its OOM count
-    is read before and after). :meth:`remove` removes every directory again. Controllers
-    that cannot be set up are left out.
-    """
-
-    def __init__(self, name: str) -> None:
-        self.dirs: dict[str, str] = {}
-        for controller in ("memory", "pids"):
-            parent = _controller_parent(controller)
-            if parent is None:
-                continue
-            path = os.path.join(parent, name)
-            try:
-                os.mkdir(path)
-            except OSError:
-                continue
-            if _is_v2(path):
-                with contextlib.suppress(OSError):
-                    _write_file(os.path.join(path, "cgroup.subtree_control"), f"+{controller}")
-                if controller not in _read_file(os.path.join(path, "cgroup.subtree_control")):
-                    os.rmdir(path)
-                    continue
-            self.dirs[controller] = path
-
-    def create_run(self, run: str, memory_mb: int, max_pids: int) -> dict[str, str]:
-        """Directories of a new run's cgroups (limits set); the run joins with :func:`join`."""
-        created: dict[str, str] = {}
-        for controller, parent in self.dirs.items():
-            path = os.path.join(parent, run)
-            if path not in created.values():  # v2: one directory holds both controllers
-                os.mkdir(path)
-            created[controller] = path
-        self.set_memory(created, memory_mb)
-        if "pids" in created:
-            _write_file(os.path.join(created["pids"], "pids.max"), str(max_pids))
-        return created
-
-    @staticmethod
-    def set_memory(run: dict[str, str], memory_mb: int) -> None:
-        if "memory" not in run:
-            return
-        path, limit = run["memory"], str(memory_mb << 20)
-        if _is_v2(path):
-            _write_file(os.path.join(path, "memory.max"), limit)
-            with contextlib.suppress(OSError):
-                _write_file(os.path.join(path, "memory.swap.max"), "0")
-        else:
-            _write_file(os.path.join(path, "memory.limit_in_bytes"), limit)
-
-    @staticmethod
-    def oom_kills(run: dict[str, str]) -> int:
-        """How many processes the kernel has killed in this cgroup for exceeding its memory."""
-        if "memory" not in run:
-            return 0
-        path = run["memory"]
-        events = "memory.events" if _is_v2(path) else "memory.oom_control"
-        for line in _read_file(os.path.join(path, events)).splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill" and value.strip().isdigit():
-                return int(value)
-        return 0
-
-    @staticmethod
-    def pids(run: dict[str, str]) -> list[int]:
-        """Processes in the run's cgroup (as seen from the caller's PID namespace)."""
-        path = run.get("pids") or run.get("memory")
-        text = _read_file(os.path.join(path, "cgroup.procs")) if path else ""
-        return [int(pid) for pid in text.split()]
-
-    def remove(self) -> None:
-        """Remove the worker's cgroups and the runs' cgroup below them."""
-        for path in dict.fromkeys(self.dirs.values()):
-            for entry in os.scandir(path):
-                if entry.is_dir():
-                    remove_cgroup(entry.path)
-            remove_cgroup(path)
-
-
-def remove_cgroup(path: str, patience: float = 5.0) -> None:
-    """``rmdir`` a cgroup, retrying while the kernel still counts exiting processes in it."""
-    deadline = time.monotonic() + patience
-    while True:
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.005)
-
-
-def join(run: dict[str, str]) -> None:
-    """Move the calling process into the run's cgroups."""
-    for path in dict.fromkeys(run.values()):
-        _write_file(os.path.join(path, "cgroup.procs"), "0")
-
-
-def _is_v2(path: str) -> bool:
-    return os.path.exists(os.path.join(path, "cgroup.controllers"))
-
-
-def _controller_parent(controller: str) -> str | None:
-    """This process's cgroup directory in the hierarchy holding ``controller``."""
-    for line in _read_file("/proc/self/cgroup").splitlines():
-        _, controllers, path = line.split(":", 2)
-        if controller in controllers.split(","):
-            candidate = f"/sys/fs/cgroup/{controller}{path}"
-        elif controllers == "":
-            root = "/sys/fs/cgroup"
-            if controller not in _read_file(f"{root}/cgroup.controllers"):
-                root = "/sys/fs/cgroup/unified"
-            candidate = root + path
-            if controller not in _read_file(os.path.join(candidate, "cgroup.controllers")):
-                continue
-        else:
-            continue
-        if os.access(candidate, os.W_OK):
-            return candidate.rstrip("/")
-    return None

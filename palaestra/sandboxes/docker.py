@@ -1,8 +1,9 @@
 """The docker backend: runs code in locked-down containers kept warm in a pool.
 
-Each pooled container runs one sandbox worker (``palaestra/sandboxes/_worker.py``, the same
-program the local backend uses), so a run is a fork inside an already started container:
-no container start-up per call. The container adds what a process cannot give itself:
+Each pooled container runs one sandbox worker (``palaestra/sandboxes/_worker.py`` and its
+modules, the same program the local backend uses, sent on the worker's stdin), so a run is
+a fork inside an already started container: no container start-up per call. The container
+adds what a process cannot give itself:
 
 * no network at all (``network_mode="none"``);
 * a read-only root file system; the only writable place is a tmpfs at ``/tmp`` (``noexec``);
@@ -19,7 +20,6 @@ way. Needs ``pip install 'palaestra[docker]'`` and a running Docker engine.
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
 import struct
 import time
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from palaestra.sandboxes.base import Limits
-from palaestra.sandboxes.local import CONFINE_SCRIPT, WORKER_SCRIPT, safe_environment
+from palaestra.sandboxes.local import WORKER_LOADER, safe_environment, worker_bundle
 from palaestra.sandboxes.pool import FramedWorker, WorkerPoolSandbox
 
 DEFAULT_IMAGE = "python:3.12-slim"
@@ -91,6 +91,22 @@ def container_config(
     }
 
 
+def worker_config(limits: Limits, preload: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The configuration of the sandbox worker in each container."""
+    return {
+        "namespaces": False,  # the container is the namespace, the cgroup and the mount view
+        "mount": False,
+        "landlock": False,
+        "seccomp": None,  # on top of the engine's own profile, where the kernel allows
+        "cgroups": False,
+        "allow_unconfined_root": False,
+        "preload": list(preload),
+        "readable": [],
+        "hidden": [],
+        "limits": dict(limits.__dict__),
+    }
+
+
 def split_stdout_frames(buffer: bytes) -> tuple[bytes, bytes]:
     """Docker's multiplexed exec stream -> (stdout payload of the whole frames, the rest).
 
@@ -122,13 +138,14 @@ class _ContainerWorker(FramedWorker):
         self._alive = True
         self._frames = b""
         try:
-            command = ["python3", "-I", "-B", "-c", _worker_source(), json.dumps(worker_config)]
+            command = ["python3", "-I", "-B", "-c", WORKER_LOADER]
             exec_id = client.api.exec_create(
                 self.container.id, command, stdin=True, stdout=True, stderr=False, environment=env
             )["Id"]
             stream = client.api.exec_start(exec_id, socket=True)
             self._socket: socket.socket = getattr(stream, "_sock", stream)
             self._stream = stream  # keeps the HTTP response (and a TLS socket) alive
+            self._write(worker_bundle(worker_config))
             self._handshake(deadline=time.monotonic() + STARTUP_SECONDS)
         except BaseException:
             self.kill()
@@ -179,17 +196,6 @@ class _ContainerWorker(FramedWorker):
         self.kill()
 
 
-def _worker_source() -> str:
-    """The worker as one ``python -c`` program, with ``_confine.py`` bundled as a module."""
-    return (
-        "import sys, types\n"
-        "_confine = types.ModuleType('_confine')\n"
-        f"exec(compile({CONFINE_SCRIPT.read_text()!r}, '_confine.py', 'exec'), _confine.__dict__)\n"
-        "sys.modules['_confine'] = _confine\n"
-        f"exec(compile({WORKER_SCRIPT.read_text()!r}, '_worker.py', 'exec'), {{'__name__': '__main__'}})\n"
-    )
-
-
 class DockerSandbox(WorkerPoolSandbox):
     """Run untrusted Python in Docker containers kept warm in a pool.
 
@@ -227,17 +233,7 @@ class DockerSandbox(WorkerPoolSandbox):
         self._container_config = container_config(
             self.limits, image=image, cpus=cpus, work_dir_mb=work_dir_mb
         )
-        self._worker_config = {
-            "namespaces": False,  # the container is the namespace, the cgroup and the mount view
-            "mount": False,
-            "landlock": False,
-            "seccomp": None,  # on top of the engine's own profile, where the kernel allows
-            "cgroups": False,
-            "allow_unconfined_root": False,
-            "preload": list(preload),
-            "readable": [],
-            "limits": dict(self.limits.__dict__),
-        }
+        self._worker_config = worker_config(self.limits, preload)
         self._client = connect(base_url)
         self._ensure_image(image)
 

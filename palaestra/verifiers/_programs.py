@@ -3,7 +3,8 @@
 ``HARNESS`` runs only trusted code (the problem's prompt and tests, never the candidate):
 every call to a candidate function is answered from a table of results (plain data) or
 recorded as missing, asserts become calls that record the verdict, and it prints one JSON
-verdict per test. ``CALLER`` runs the candidate: it defines the candidate's functions and
+verdict per test: passed, the kind of error and the candidate calls the test made (never
+the test's message, which may hold an expected value), or the calls still missing. ``CALLER`` runs the candidate: it defines the candidate's functions and
 calls them on the recorded arguments, printing each result as plain data. Neither
 program sees the other's data: the candidate never sees a test or an expected value.
 """
@@ -75,12 +76,15 @@ for _name in ("lt", "le", "gt", "ge", "contains"):
 
 
 class Test:
-    """State of one test: whether it used an unknown result, and the calls still missing."""
+    """State of one test: whether it used an unknown result, the calls still missing, the
+    calls made (for the failure report) and the exception a call of the candidate raised."""
 
     def __init__(self):
         self.incomplete = False
         self.missing = []
         self.calls = 0
+        self.keys = []
+        self.raised = None
 
     def stub(self, name):
         def call(*args, **kwargs):
@@ -90,6 +94,7 @@ class Test:
             except (Unencodable, TypeError, ValueError):
                 self.incomplete = True  # an argument depends on a result not known yet
                 return Hole()
+            self.keys.append(key)
             if key not in TABLE:
                 self.incomplete = True
                 self.missing.append(key)
@@ -99,7 +104,8 @@ class Test:
                 kind = getattr(builtins, result["raised"][0], None)
                 if not (isinstance(kind, type) and issubclass(kind, Exception)):
                     kind = RuntimeError
-                raise kind(result["raised"][1])
+                self.raised = kind(result["raised"][1])
+                raise self.raised
             return decode(result["value"])
 
         return call
@@ -153,14 +159,22 @@ def run(source):
     tree = ast.fix_missing_locations(Asserts().visit(tree))
     try:
         exec(compile(tree, "<test>", "exec"), namespace)
-        error = None
+        failed = None
     except BaseException as exc:
-        error = (type(exc).__name__ + ": " + str(exc)).strip().rstrip(":")[:300]
+        failed = exc
+    calls = list(dict.fromkeys(test.keys))
     if test.incomplete:
-        return {"missing": test.missing}
+        return {"missing": test.missing, "calls": calls}
     if not test.calls:
         return {"error": "the test never calls the candidate, so it tests nothing"}
-    return {"error": error}
+    if failed is None:
+        return {"error": None}
+    # Never the test's own message: it may hold the expected value. An exception of the
+    # candidate that reached the test carries the candidate's own words.
+    verdict = {"error": type(failed).__name__, "calls": calls}
+    if failed is test.raised:
+        verdict["raised"] = [type(failed).__name__, str(failed)]  # capped by the grader
+    return verdict
 
 
 _stdout = sys.stdout

@@ -72,7 +72,12 @@ class FunctionProblem:
 
 @dataclass(frozen=True)
 class TestReport:
-    """How a candidate fared: counts and a short description of each failure."""
+    """How a candidate fared: counts and a short description of each failure.
+
+    A failure names the failing calls of the candidate and how they failed ("wrong result",
+    the exception the candidate raised), never a test's expected value: it is shown to the
+    policy on retries, which must not be able to hard-code the answers it reveals.
+    """
 
     passed: int
     total: int
@@ -110,19 +115,39 @@ def _grade_function(sandbox: Sandbox, problem: Problem, code: str, timeout: floa
         if not missing:
             break
         table.update(_call_candidate(sandbox, code, missing, timeout))
-    failures = [
-        _describe(test, verdict)
-        for test, verdict in zip(problem.tests, verdicts, strict=True)
-        if verdict.get("error", "") is not None
-    ]
+    failures = [_describe(verdict) for verdict in verdicts if verdict.get("error", "") is not None]
     return TestReport(problem.num_tests - len(failures), problem.num_tests, failures)
 
 
-def _describe(test: str, verdict: dict[str, Any]) -> str:
-    reason = verdict.get("error") or "AssertionError"
+def _describe(verdict: dict[str, Any]) -> str:
+    """One failed test: its calls of the candidate and how it failed (no expected value)."""
+    calls = _calls_text(verdict.get("calls", []))
     if "missing" in verdict:
-        reason = f"calls nested more than {MAX_ROUNDS} deep in the candidate's results"
-    return f"{test.strip().splitlines()[-1]}  ->  {reason}"
+        return f"{calls}: calls nested more than {MAX_ROUNDS} deep in the candidate's results"
+    error = verdict.get("error") or "AssertionError"
+    if "raised" in verdict:
+        name, text = verdict["raised"]
+        return f"{calls}: raised {name}: {text}".rstrip(": ")
+    if not calls:
+        return error  # a fault of the problem (a test that calls nothing)
+    if error == "AssertionError":
+        return f"{calls}: wrong result"
+    return f"{calls}: the result fails the test ({error})"
+
+
+def _calls_text(keys: list[str], shown: int = 3, width: int = 120) -> str:
+    """The last ``shown`` calls a test made, as ``f(1, 'a')`` (the one that failed is last)."""
+    texts = []
+    for key in keys[-shown:]:
+        try:
+            name, args, kwargs = decode(json.loads(key))
+            parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+            text = f"{name}({', '.join(parts)})"
+        except (ValueError, TypeError, Unencodable):
+            text = "a call"
+        texts.append(text if len(text) <= width else text[: width - 3] + "...")
+    earlier = len(keys) - len(texts)
+    return ", ".join(texts) + (f" (after {earlier} earlier calls)" if earlier else "")
 
 
 def _run_harness(sandbox: Sandbox, spec: dict[str, Any]) -> list[dict[str, Any]] | str:
@@ -164,7 +189,7 @@ def _parse_reply(line: str, count: int) -> tuple[int, dict[str, Any]] | None:
             return index, reply
         name, text = reply["raised"]
         if len(reply) == 1 and type(name) is str and type(text) is str:
-            return index, {"raised": [name[:80], text[:200]]}
+            return index, {"raised": [name, text[:200]]}  # the name must be a builtin
     except (ValueError, TypeError, KeyError, RecursionError, Unencodable):
         return None
     return None
@@ -181,11 +206,10 @@ def _grade_stdio(sandbox: Sandbox, problem: Problem, code: str, timeout: float) 
     failures = []
     for stdin, expected in problem.cases:
         result = sandbox.run(code, stdin=stdin, timeout=timeout)
+        shown = repr(stdin[:200] + ("..." if len(stdin) > 200 else ""))
         if not result.ok:
             tail = result.stderr.strip().splitlines()[-1:] or [""]
-            failures.append(f"input {stdin!r}: the program {result.describe()} {tail[0]}".strip())
+            failures.append(f"input {shown}: the program {result.describe()} {tail[0]}".strip())
         elif normalize_output(result.stdout) != normalize_output(expected):
-            failures.append(
-                f"input {stdin!r}: expected {expected.strip()!r}, got {result.stdout.strip()[:200]!r}"
-            )
+            failures.append(f"input {shown}: wrong output {result.stdout.strip()[:200]!r}")
     return TestReport(problem.num_tests - len(failures), problem.num_tests, failures)

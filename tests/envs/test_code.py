@@ -44,9 +44,10 @@ def test_multi_turn_shows_failures_then_accepts_a_fix(box: LocalSandbox) -> None
     obs, _ = env.reset(options={"index": 2})
     obs, reward, terminated, _, _ = env.step(block("print(0)"))
     assert not terminated and reward == 0.0
-    assert "expected '6', got '0'" in obs and "2 attempts left" in obs
+    assert "wrong output '0'" in obs and "2 attempts left" in obs
+    assert "'6'" not in obs  # the expected output stays hidden
     obs, reward, terminated, _, info = env.step(env.oracle()(obs))
-    assert terminated and info["success"] and reward == pytest.approx(0.9)  # attempt 2 costs 0.1
+    assert terminated and reward == pytest.approx(0.9) and info["success"]  # one retry cost
 
 
 def test_garbage_and_hostile_answers_never_raise(box: LocalSandbox) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -14,15 +15,26 @@ if not sys.platform.startswith("linux"):
     pytest.skip("the local sandbox needs Linux", allow_module_level=True)
 
 
+SANDBOX_PYTHON = os.environ.get("PALAESTRA_TEST_SANDBOX_PYTHON") or None
+"""The interpreter the sandboxes under test run code with (default: this one);
+``tests/sandboxes/test_layouts.py`` runs the escape suite with others."""
+
+
+def make_box(**kwargs: Any) -> LocalSandbox:
+    """A sandbox of the interpreter under test."""
+    return LocalSandbox(python=SANDBOX_PYTHON, **kwargs)
+
+
 @pytest.fixture(scope="session")
 def sandbox() -> Iterator[LocalSandbox]:
     """The default configuration: every mechanism the OS offers."""
-    with LocalSandbox(pool_size=2) as box:
+    with make_box(pool_size=2) as box:
         yield box
 
 
 LEVELS = {
     "default": {},
+    "no-cgroups": {"cgroups": False},
     "no-mount": {"mount": False},
     "no-namespaces": {"namespaces": False},
     "rlimits-only": {
@@ -33,16 +45,25 @@ LEVELS = {
         "allow_unconfined_root": True,
     },
 }
-"""Isolation levels, forced lower one mechanism at a time: everything this OS offers; user,
-network and PID namespaces without the private mount namespace; no namespaces (Landlock,
-seccomp, cgroups, and ``nobody`` as root); and the plain fallback of rlimits alone."""
+"""Isolation levels, forced lower one mechanism at a time: everything this OS offers; no
+usable cgroup (what a cgroup-v2 host without delegation gives: on a root host the code
+still runs as an unprivileged uid, so rlimits hold); user, network and PID namespaces
+without the private mount namespace; no namespaces (Landlock, seccomp, cgroups, and an
+unprivileged uid as root where it can read Python); and the plain fallback of rlimits
+alone."""
 
 
 @pytest.fixture(scope="session", params=list(LEVELS))
 def any_sandbox(request: pytest.FixtureRequest) -> Iterator[LocalSandbox]:
     """The sandbox at each isolation level (each test checks what that level promises)."""
-    with LocalSandbox(pool_size=1, **LEVELS[request.param]) as box:
+    with make_box(pool_size=1, **LEVELS[request.param]) as box:
         yield box
+
+
+def fresh_listing(box: LocalSandbox) -> str:
+    """What a run sees in its work dir before writing anything: ``[]``, or, for a Python
+    installed under ``/tmp``, the top directory of its read-only view there."""
+    return box.run("import os\nprint(sorted(os.listdir('.')))").stdout.strip()
 
 
 def parent_of(pid: int) -> int | None:

@@ -4,6 +4,7 @@ checks and the errors that say what is missing (nothing here pretends a containe
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -14,11 +15,12 @@ from palaestra.envs.code.env import CodeDataset
 from palaestra.sandboxes import Limits, LocalSandbox, make_sandbox, resolve_sandbox
 from palaestra.sandboxes.docker import (
     WORKER_MEMORY_MB,
-    _worker_source,
     container_config,
     split_stdout_frames,
+    worker_config,
 )
 from palaestra.sandboxes.e2b import _CappedText, resolve_api_key, run_command
+from palaestra.sandboxes.local import WORKER_LOADER, worker_bundle
 from palaestra.tools.python import PythonTool
 
 
@@ -128,18 +130,18 @@ def test_envs_and_tools_take_a_backend_name() -> None:
     box.close()
 
 
-def test_the_bundled_worker_runs_as_one_program() -> None:
-    config = {
-        "namespaces": False, "mount": False, "landlock": False, "seccomp": None, "cgroups": False,
-        "allow_unconfined_root": True, "preload": [], "readable": [],
-        "limits": dict(Limits().__dict__),
-    }  # fmt: skip
+def test_the_docker_worker_starts_from_its_bundle_and_configuration() -> None:
+    """What the docker backend sends into a container (the loader, then the bundle with its
+    worker configuration on stdin) starts a worker; here as a local process, and as root
+    with the risk accepted (in a container the worker is ``nobody``)."""
+    config = {**worker_config(Limits()), "allow_unconfined_root": os.geteuid() == 0}
     worker = subprocess.run(
-        [sys.executable, "-I", "-B", "-c", _worker_source(), json.dumps(config)],
-        input=b"",
+        [sys.executable, "-I", "-B", "-c", WORKER_LOADER],
+        input=worker_bundle(config),
         capture_output=True,
         timeout=60,
         cwd="/",
     )
     hello = json.loads(worker.stdout[4:])
-    assert hello["ready"] and hello["namespaces"] is False and worker.returncode == 0
+    assert hello.get("ready") and hello["namespaces"] is False, hello
+    assert worker.returncode == 0

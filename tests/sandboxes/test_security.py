@@ -55,7 +55,13 @@ def test_fork_bomb_is_contained(any_sandbox: LocalSandbox) -> None:
     assert any_sandbox.run("print('alive')").stdout == "alive\n"
 
 
-def test_fork_bomb_hits_the_process_limit(sandbox: LocalSandbox) -> None:
+def test_fork_bomb_hits_the_process_limit(any_sandbox: LocalSandbox) -> None:
+    """Refused, not timed out: a pids cgroup, or RLIMIT_NPROC of a uid that is not root's
+    (root's processes ignore it)."""
+    report = any_sandbox.isolation_report()
+    if report["process_count"] is None:
+        assert "process_count" in report["missing"]
+        pytest.skip("process_count: reported missing at this isolation level (code runs as root)")
     code = (
         "import os, time\n"
         "made = 0\n"
@@ -68,10 +74,10 @@ def test_fork_bomb_hits_the_process_limit(sandbox: LocalSandbox) -> None:
         "except OSError as exc:\n"
         "    print('refused after', made, type(exc).__name__)\n"
     )
-    result = sandbox.run(code, timeout=5)
-    assert "refused after" in result.stdout
-    assert int(result.stdout.split()[2]) <= sandbox.limits.max_processes
-    assert_nothing_left(sandbox)
+    result = any_sandbox.run(code, timeout=5)
+    assert "refused after" in result.stdout and not result.timed_out, result
+    assert int(result.stdout.split()[2]) <= any_sandbox.limits.max_processes
+    assert_nothing_left(any_sandbox)
 
 
 def test_memory_bomb_is_reported(any_sandbox: LocalSandbox) -> None:
@@ -104,7 +110,7 @@ def test_cannot_write_outside_the_work_dir(any_sandbox: LocalSandbox, tmp_path: 
     target = tmp_path / "escaped.txt"
     tmp_path.chmod(0o755)  # writable by its owner only; Landlock must also deny its owner
     report = any_sandbox.isolation_report()
-    if report["filesystem"] is None and report["user"] != "nobody":
+    if report["filesystem"] is None and report["user"] != "dedicated-uid":
         pytest.skip("documented: without Landlock or a mount namespace the code may write "
                     "wherever its user may (as root: only with allow_unconfined_root)")  # fmt: skip
     result = any_sandbox.run(f"open({str(target)!r}, 'w').write('owned')")
@@ -243,7 +249,8 @@ def test_closed_pipes_cost_the_worker_no_cpu(sandbox: LocalSandbox) -> None:
     sandbox.warm()
     before = sum(_cpu_seconds(pid) for pid in sandbox.worker_pids())
     result = sandbox.run("import os, time\nos.close(1)\nos.close(2)\ntime.sleep(0.6)")
-    assert result.ok and result.duration >= 0.6
+    assert result.ok and result.duration >= 0.5  # not ended by the closed pipes (the clock
+    # of a one-shot run starts after its runner got the code, so a loaded host shows < 0.6)
     assert sum(_cpu_seconds(pid) for pid in sandbox.worker_pids()) - before < 0.2
     with sandbox.session() as repl:
         started = time.monotonic()

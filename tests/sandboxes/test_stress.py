@@ -46,7 +46,7 @@ CASES: dict[str, tuple[str, dict, Callable[[ExecResult], bool]]] = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("level", ["default", "no-namespaces"])
+@pytest.mark.parametrize("level", ["default", "no-cgroups", "no-namespaces"])
 def test_mixed_runs_and_sessions_under_load(level: str) -> None:
     failures: list[str] = []
 

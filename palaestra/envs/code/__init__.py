@@ -1,8 +1,9 @@
 """Code family: HumanEval and local datasets, unit-test rewards, single- or multi-attempt.
 
-``-Retry`` variants show failing tests and allow three attempts, each after the first
-costing 0.1 (``-MultiTurn``, the old name, is kept as an alias). Every program runs in a
-sandbox (the shared local one unless ``sandbox=`` is given).
+``-Retry`` variants allow three attempts, each after the first costing 0.1, and show, after
+each, the failing calls and how they failed, never a hidden test's expected value
+(``-MultiTurn``, the old name, is kept as an alias). Every program runs in a sandbox (the
+shared local one unless ``sandbox=`` is given).
 """
 
 from palaestra.core.registry import Variant, register

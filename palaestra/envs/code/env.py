@@ -30,14 +30,19 @@ def extract_code(action: str) -> str | None:
 
 
 class CodeEnv(AnswerEnv):
-    """Write code that passes hidden unit tests; the ``-Retry`` variants show failing tests.
+    """Write code that passes hidden unit tests; the ``-Retry`` variants show failing calls.
+
+    Retry feedback names each failing test's calls of the candidate and how they failed
+    ("wrong result", the exception raised; for stdin/stdout cases the input and what the
+    program printed), never an expected value, so that hard-coding what it shows earns
+    nothing.
 
     Reward (on the final attempt; earlier attempts get 0): ``"fraction"`` of tests passed,
-    or ``"all"`` (1 only if every test passes). ``max_attempts`` attempts; the episode ends
-    early when all tests pass. ``problems`` is a task source of :class:`CodeProblem` (or a
-    function that loads one); which problem a reset serves follows
-    :func:`palaestra.tasks.row_for_reset`. ``sandbox``: a :class:`Sandbox`, a backend name
-    (``"docker"``: the process-wide one) or None (local).
+    or ``"all"`` (1 only if every test passes), less ``attempt_cost`` per earlier attempt.
+    ``max_attempts`` attempts; the episode ends early when all tests pass. ``problems`` is a
+    task source of :class:`CodeProblem` (or a function that loads one); which problem a
+    reset serves follows :func:`palaestra.tasks.row_for_reset`. ``sandbox``: a
+    :class:`Sandbox`, a backend name (``"docker"``: the process-wide one) or None (local).
     """
 
     system_prompt = SYSTEM_PROMPT
