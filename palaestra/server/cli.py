@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from palaestra.console import fail
 from palaestra.runner.network import TOKEN_ENV_VAR
 from palaestra.server.run import build_server
 from palaestra.server.sessions import ServerLimits
@@ -42,8 +43,7 @@ def serve_command(
         limits = ServerLimits(max_sessions, max_action_bytes, max_observation_bytes, idle_timeout)
         server = build_server(envs or (), host=host, port=port, token=token, limits=limits)
     except (ValueError, ImportError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        fail(console, exc)
     served = ", ".join(envs) if envs else "every registered env"
     console.print(f"serving {served} on ws://{host}:{port}/sessions")
     server.run()

@@ -368,7 +368,10 @@ class TrainerConfig(_Section):
         """Load a config from a YAML file; every key is optional, unknown keys are errors."""
         yaml = _import_yaml()
         text = Path(path).read_text(encoding="utf-8")
-        data = yaml.safe_load(text) or {}
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as error:
+            raise ValueError(f"{path} is not valid YAML: {_yaml_problem(error)}") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: a trainer config must be a YAML mapping at the top level")
         try:
@@ -388,6 +391,13 @@ class TrainerConfig(_Section):
 def _get(section: Any, key: str) -> Any:
     """``key`` of a config section given as a dict or as a model."""
     return section.get(key) if isinstance(section, dict) else getattr(section, key, None)
+
+
+def _yaml_problem(error: Any) -> str:
+    """A YAML parse error in one line: what is wrong and where (1-based line and column)."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else problem
 
 
 def _import_yaml() -> Any:

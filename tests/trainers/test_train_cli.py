@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import palaestra
 from palaestra.cli import app
 
 runner = CliRunner()
@@ -48,13 +49,14 @@ def test_train_from_a_config_then_resume(tmp_path: Path) -> None:
         rollout={"env_id": ENV_ID, "group_size": 2, "groups_per_step": 2, "max_new_tokens": 2},
         advantage={"estimator": "grpo"},
     )
+    out = tmp_path / "out"
+    config = config.model_copy(update={"output_dir": str(out)})
     path = tmp_path / "run.yaml"
     config.to_yaml(path)
-    out = tmp_path / "out"
 
-    first = runner.invoke(app, ["train", str(path), "--output-dir", str(out), "-q"])
+    first = runner.invoke(app, ["train", str(path), "-q"])  # output_dir from the config
     assert first.exit_code == 0, first.output
-    assert "done: 2 steps" in first.output
+    assert "done: 2 steps" in first.output and not Path("None").exists()
     resumed = runner.invoke(
         app, ["train", str(path), "--output-dir", str(out), "--steps", "3", "--resume", "-q"]
     )
@@ -63,6 +65,69 @@ def test_train_from_a_config_then_resume(tmp_path: Path) -> None:
     assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1, 2, 3]
     assert (out / "checkpoints" / "step-000003").is_dir()
     assert (out / "final" / "config.json").exists()
+
+
+def _write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _fails_in_two_lines(args: list[str], *messages: str) -> None:
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert 1 <= len(lines) <= 2 and lines[0].startswith("error: "), result.output
+    for message in messages:
+        assert message in result.output
+
+
+def test_train_fails_fast_on_an_unknown_env_id(tmp_path: Path) -> None:
+    path = _write_config(tmp_path, "rollout:\n  env_id: math:Arithmetc-v0\n")
+    _fails_in_two_lines(["train", str(path)], "did you mean 'math:Arithmetic-v0'")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_train_fails_fast_on_bad_yaml(tmp_path: Path) -> None:
+    path = _write_config(
+        tmp_path, "steps: 3\nrollout:\n  env_id: game:Wordle-v0\n   group_size: 2\n"
+    )
+    _fails_in_two_lines(["train", str(path)], "not valid YAML", "line 4")
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ("./models/nowhere", "model.path './models/nowhere' does not exist"),
+        ("", "model.path is not set"),
+    ],
+)
+def test_train_fails_fast_on_a_missing_model(tmp_path: Path, model: str, message: str) -> None:
+    text = f"model:\n  path: {model}\n" if model else ""
+    _fails_in_two_lines(["train", str(_write_config(tmp_path, text))], message)
+
+
+def test_train_fails_fast_without_a_checkpoint_to_resume(tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    path = _write_config(tmp_path, f"model:\n  path: {model_dir}\noutput_dir: {tmp_path / 'o'}\n")
+    _fails_in_two_lines(["train", str(path), "--resume"], "no checkpoint under")
+
+
+def test_train_fails_fast_on_a_missing_extra(tmp_path: Path) -> None:
+    from palaestra.core import deregister
+    from palaestra.testing.echo import EchoEnv
+
+    class NeedsExtra(EchoEnv):
+        def __init__(self):
+            raise ImportError("needs foo: pip install 'palaestra[foo]'")
+
+    palaestra.register("test:NeedsExtra-v0", NeedsExtra)
+    try:
+        path = _write_config(tmp_path, "rollout:\n  env_id: test:NeedsExtra-v0\n")
+        _fails_in_two_lines(["train", str(path)], "pip install 'palaestra[foo]'")
+    finally:
+        deregister("test:NeedsExtra-v0")
 
 
 @pytest.mark.slow
