@@ -3,7 +3,7 @@ rich must never read as markup (``[row col]`` or ``palaestra[vllm]`` would vanis
 
 >>> from rich.console import Console
 >>> console = Console(width=60, color_system=None)
->>> console.print(text_panel("Type [row col] to press a light.", title="task"))
+>>> console.print(text_panel("Type [row col] to press a light.", title="task", title_align="left"))
 ╭─ task ───────────────────────────────────────────────────╮
 │ Type [row col] to press a light.                         │
 ╰──────────────────────────────────────────────────────────╯
