@@ -166,3 +166,12 @@ def test_illegal_moves_count_and_running_out_loses():
 def test_agent_second_sees_the_opponents_opening():
     observation, _ = palaestra.make("game:TicTacToe-v0", agent_first=False).reset(seed=0)
     assert "You are O" in observation and "I took square" in observation
+
+
+@pytest.mark.parametrize(("difficulty", "floor"), [("easy", 0.8), ("medium", 0.4)])
+def test_oracle_wins_when_the_opponent_blunders_and_a_draw_is_no_success(difficulty, floor):
+    env = palaestra.make(f"game:TicTacToe-{difficulty.title()}-v0".replace("-Medium", ""))
+    finals = [play_episode(env, seed)[-1] for seed in range(40)]
+    assert all(final[2] >= 0.5 for final in finals)  # never a loss
+    assert all(final[5] is (final[2] == 1.0) for final in finals)  # success is a win
+    assert sum(final[5] for final in finals) >= 40 * floor

@@ -91,11 +91,14 @@ class TicTacToe(TurnBasedEnv):
     The opponent plays a random legal move with probability ``blunder_prob``. The agent plays X (moves first) or, with ``agent_first=False``, O. Reward at the end of
     the game: win 1, draw 0.5, loss 0; illegal or unreadable moves get 0, change nothing and
     count toward ``max_turns`` (running out of turns is a loss). ``info["success"]`` is True
-    when the agent did not lose: against the perfect opponent (``hard``) a draw is the best
-    achievable result.
+    for a win only: a draw earns 0.5 but is not a success. Against the perfect opponent
+    (``hard``) a draw is the best anyone can do, so no policy succeeds there and
+    ``oracle_always_wins`` is False (the oracle never loses, and wins whenever the opponent
+    blunders into a lost position).
     """
 
     threaded_step = False
+    oracle_always_wins = False
 
     system_prompt = SYSTEM_PROMPT
 
@@ -175,8 +178,8 @@ class TicTacToe(TurnBasedEnv):
 
     def _end(self, text: str, outcome: str) -> StepResult:
         observation = f"{text}\n\n{OUTCOME_TEXT[outcome]}"
-        success = outcome in ("win", "draw")
-        result = self.finish(observation, REWARD[outcome], success, win=float(outcome == "win"))
+        won = outcome == "win"
+        result = self.finish(observation, REWARD[outcome], won, win=float(won))
         result[4]["outcome"] = outcome
         return result
 
