@@ -33,7 +33,9 @@ def test_many_values_become_a_few_ranges_with_short_labels(values):
 
 
 def test_histograms_have_axes_and_counts(tmp_path):
-    episodes = [_episode(seed, turns=200 + 7 * seed, reward=1.0, success=True) for seed in range(40)]
+    episodes = [
+        _episode(seed, turns=200 + 7 * seed, reward=1.0, success=True) for seed in range(40)
+    ]
     page = _report(tmp_path, episodes)
     (turns_chart,) = re.findall(r'<svg[^>]*aria-label="turns per episode".*?</svg>', page, re.S)
     assert ">episodes</text>" in turns_chart  # the y axis's title
