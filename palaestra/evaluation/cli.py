@@ -29,6 +29,13 @@ from palaestra.evaluation.run import (
     write_outputs,
 )
 
+FAIL_FAST_EPISODES = 16
+"""When this many episodes have finished and every one errored, the run stops."""
+
+
+class FirstEpisodesFailed(Exception):
+    """Every episode so far errored (the message: the last error's first line)."""
+
 
 def eval_command(
     envs: Annotated[list[str], typer.Argument(help="Env ids or globs, e.g. 'game:*'.")],
@@ -92,6 +99,8 @@ def eval_command(
             result = asyncio.run(_run(the_agent, config, console, quiet))
     except (KeyError, ValueError, ImportError) as exc:  # unknown id, no match, missing extra
         fail(console, exc)
+    except FirstEpisodesFailed as exc:  # e.g. no server behind the agent: stop, say why
+        fail(console, f"the first {FAIL_FAST_EPISODES} episodes all errored, stopped: {exc}", 1)
     console.print(
         results_table(
             result.summaries, title=f"{agent_name(the_agent)} · {result.wall_time_s:.2f} s"
@@ -166,6 +175,8 @@ async def _run(agent, config: EvalConfig, console: Console, quiet: bool) -> Eval
         def on_episode(episode: Episode) -> None:
             state["done"] += 1
             state["errors"] += episode.error is not None
+            if state["errors"] == state["done"] == FAIL_FAST_EPISODES:
+                raise FirstEpisodesFailed(_first_line(episode.error or ""))
             elapsed = progress.tasks[0].elapsed or 1e-9
             progress.update(
                 bar, advance=1, rate=f"{state['done'] / elapsed:,.0f}", errors=state["errors"]

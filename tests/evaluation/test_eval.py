@@ -254,3 +254,12 @@ def test_humaneval_all_with_the_oracle_runs_164_problems_and_passes_all():
         OracleAgent(), EvalConfig(["code:HumanEval-v0"], all_problems=True, pass_ks=[1])
     ).summaries
     assert (summary.distinct_tasks, summary.pass_at[1], summary.errors) == (164, 1.0, 0)
+
+
+def test_cli_stops_when_the_first_episodes_all_error():
+    result = CliRunner().invoke(_cli(), ["eval", "test:Crashy-v0", "-n", "500", "-c", "1"])
+    assert result.exit_code == 1, result.output
+    assert (
+        "error: the first 16 episodes all errored, stopped: RuntimeError: crashed at [row col]"
+        in result.output.replace("\n", " ")
+    )
