@@ -263,3 +263,12 @@ def test_cli_stops_when_the_first_episodes_all_error():
         "error: the first 16 episodes all errored, stopped: RuntimeError: crashed at [row col]"
         in result.output.replace("\n", " ")
     )
+
+
+def test_cli_names_a_missing_agent_extra_with_its_brackets(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if vLLM were not installed
+    result = CliRunner().invoke(_cli(), ["eval", "game:Wordle-v0", "--agent", "vllm:foo"])
+    assert result.exit_code == 2
+    assert "pip install 'palaestra[vllm]'" in result.output

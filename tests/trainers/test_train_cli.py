@@ -144,3 +144,11 @@ def test_cpu_demo_preset_writes_metrics_plot_and_a_rerunnable_config(tmp_path: P
         assert (out / name).exists(), name
     pytest.importorskip("matplotlib", reason="the PNG plot needs matplotlib")
     assert (out / "reward_curve.png").stat().st_size > 0
+
+
+def test_train_without_the_train_extra_names_it(tmp_path: Path, monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "palaestra.trainers.trainer", None)  # as if torch were missing
+    path = _write_config(tmp_path, "steps: 1\n")
+    _fails_in_two_lines(["train", str(path)], "pip install 'palaestra[train]'")
