@@ -21,12 +21,13 @@ ends, then 1 for a win (TextArena's reward of at least ``success_reward``, also
 ``info["success"]``) and 0 otherwise. TextArena's partial credit for progress is paid
 only with ``partial_credit=True`` (clipped to [0, 1], and never for a game that ends on
 invalid moves): it paid blind play (counting up from 1 in GuessTheNumber beat random
-guesses on the closeness of the last one; two garbage moves ended RushHour with 0.25). TextArena allows one invalid move in a row
-and ends the game on the second. An exception inside TextArena ends the episode (reward
-0, the error in ``info["error"]``) instead of reaching the caller.
-``random_action`` is a well-formed move of the game (a legal one where TextArena counts a
-blocked move as invalid); ``oracle()`` reads the game's state and wins, for every game
-but Slitherlink and Sokoban (:data:`~palaestra.integrations.textarena_games.ORACLES`).
+guesses on the closeness of the last one; two garbage moves ended RushHour with 0.25).
+TextArena allows one invalid move in a row and ends the game on the second. An exception
+inside TextArena ends the episode (reward 0, the error in ``info["error"]``) instead of
+reaching the caller. ``random_action`` is a well-formed move of the game (a legal one where
+TextArena counts a blocked move as invalid); ``oracle()`` reads the game's state and wins
+(:data:`~palaestra.integrations.textarena_games.ORACLES`; Slitherlink's loop is recorded
+when the game draws it, as the game keeps only the clues).
 
 TextArena seeds and draws from Python's *global* ``random``; each env keeps a private
 copy (:mod:`palaestra.integrations._private_random`), so the same seed gives the same
@@ -50,7 +51,7 @@ from palaestra.core.env import Env, Policy, ResetResult, StepResult
 from palaestra.core.registry import register
 from palaestra.envs.base import EPISODE_OVER
 from palaestra.integrations._private_random import PrivateRandom
-from palaestra.integrations.textarena_games import ORACLES, RANDOM_MOVES
+from palaestra.integrations.textarena_games import ORACLES, PREPARE, RANDOM_MOVES
 from palaestra.verifiers.extract import last_boxed
 
 try:
@@ -245,6 +246,8 @@ class TextArenaEnv(Env):
         with self._rng.active():
             self.ta_env = textarena.make(f"{ta_id}-raw", **kwargs)
         _silence_prints(self.ta_env)
+        if self.game in PREPARE:
+            PREPARE[self.game](self.ta_env)
         own = getattr(self.ta_env, "max_turns", None)
         default = 2 * own if isinstance(own, int) and own > 0 else DEFAULT_MAX_TURNS
         self.max_turns = max_turns or default
@@ -318,8 +321,8 @@ class TextArenaEnv(Env):
         return "\n".join(n for n in notes if n) or "Game over.", reward, True, False, info
 
     def oracle(self) -> Policy:
-        """A winning policy where :data:`~palaestra.integrations.textarena_games.ORACLES`
-        has one for this game (it reads the game's state, as palaestra's own oracles do)."""
+        """A winning policy (:data:`~palaestra.integrations.textarena_games.ORACLES`); it
+        reads the game's state, as palaestra's own oracles do."""
         move = ORACLES.get(self.game)
         if move is None:
             raise NotImplementedError(f"no oracle for TextArena's {self.game}")

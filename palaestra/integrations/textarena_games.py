@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from palaestra.envs.games.sokoban import Level
+
 RandomMove = Callable[[Any, np.random.Generator], str]
 OracleMove = Callable[[Any], str]
 
@@ -28,9 +30,7 @@ def _pick(rng: np.random.Generator, options: list[Any]) -> Any:
 
 def _guess_number(env: Any, rng: np.random.Generator) -> str:
     """A number in range not guessed yet (TextArena counts a repeated guess as invalid)."""
-    fresh = [
-        n for n in range(env.min_number, env.max_number + 1) if n not in env.guessed_numbers
-    ]
+    fresh = [n for n in range(env.min_number, env.max_number + 1) if n not in env.guessed_numbers]
     return f"[{_pick(rng, fresh or [env.min_number])}]"
 
 
@@ -231,6 +231,48 @@ def _rush_hour(env: Any) -> str:
     return "[X+]"
 
 
+def _sokoban(env: Any) -> str:
+    """The first move of a shortest solution (palaestra's own Sokoban search)."""
+    fixed, room = env.room_fixed, env.room_state  # square rooms: 0 wall, 2 target, 3/4 box
+    size = len(fixed) - 2  # inside the border wall, as palaestra's levels count
+    inside = [(r, c) for r in range(1, size + 1) for c in range(1, size + 1)]
+    level = Level(
+        size,
+        frozenset(cell for cell in inside if fixed[cell] == 0),
+        frozenset(cell for cell in inside if fixed[cell] == 2),
+    )
+    player = (int(env.player_position[0]), int(env.player_position[1]))
+    boxes = tuple(sorted(cell for cell in inside if room[cell] in (3, 4)))
+    plan = level.shortest_solution((player, boxes))
+    return f"[{plan[0]}]" if plan else "[up]"
+
+
+def record_slitherlink_solution(env: Any) -> None:
+    """Keep the loop Slitherlink draws its clues from (``env.palaestra_solution``): the game
+    generates it in ``_generate_random_loop`` and forgets it."""
+    generate = env._generate_random_loop
+
+    def recording(h_edges: set[Any], v_edges: set[Any]) -> None:
+        generate(h_edges, v_edges)
+        env.palaestra_solution = (h_edges, v_edges)
+
+    env._generate_random_loop = recording
+
+
+def _slitherlink(env: Any) -> str:
+    """Toggle an edge where the board differs from the loop the clues came from."""
+    h_solution, v_solution = env.palaestra_solution
+    for kind, drawn, solution in (("h", env.h_edges, h_solution), ("v", env.v_edges, v_solution)):
+        wrong = sorted(drawn ^ solution)
+        if wrong:
+            return f"[{kind} {wrong[0][0]} {wrong[0][1]}]"
+    return "[h 0 0]"
+
+
+PREPARE: dict[str, Callable[[Any], None]] = {"Slitherlink": record_slitherlink_solution}
+"""Hooks run once on a game's raw env, before its first reset (what an oracle needs)."""
+
+
 ORACLES: dict[str, OracleMove] = {
     "GuessTheNumber": lambda env: f"[{env.game_number}]",
     "Mastermind": lambda env: "[" + " ".join(map(str, env.state.game_state["secret_code"])) + "]",
@@ -243,7 +285,7 @@ ORACLES: dict[str, OracleMove] = {
     "LightsOut": _lights_out,
     "Set": _set,
     "RushHour": _rush_hour,
+    "Sokoban": _sokoban,
+    "Slitherlink": _slitherlink,
 }
-"""A move of a policy that wins, per game. None for Slitherlink (the game keeps no solution
-to read, and solving one is a search of its own) and Sokoban (three boxes on a 6x6 floor:
-a search not written yet)."""
+"""A move of a policy that wins, per game (every adapted game has one)."""

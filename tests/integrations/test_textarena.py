@@ -24,6 +24,7 @@ from palaestra.integrations.textarena import (
     TextArenaEnv,
     textarena_id_to_palaestra,
 )
+from palaestra.integrations.textarena_games import ORACLES
 
 FAST = [
     "textarena:Crosswords-v0",
@@ -200,10 +201,8 @@ def test_partial_credit_is_paid_only_when_asked():
     assert rewards[False] == 0.0 and 0.0 < rewards[True] < 1.0
 
 
-@pytest.mark.parametrize("env_id", ["textarena:Slitherlink-v0", "textarena:Sokoban-v0"])
-def test_games_without_an_oracle_say_so(env_id):
-    with pytest.raises(NotImplementedError, match="no oracle"):
-        TextArenaEnv(palaestra.spec(env_id).kwargs["ta_id"]).oracle()
+def test_every_adapted_game_has_an_oracle():
+    assert {TextArenaEnv(ta_id).game for ta_id in OFFLINE_GAMES} <= set(ORACLES)
 
 
 @pytest.mark.slow
