@@ -1,9 +1,13 @@
-"""Speed of the tool-use family: env steps/s and episodes/s with the oracle, per domain and level.
+"""Speed of the tool-use family, per domain and level: env steps/s and episodes/s with the
+oracle, and the time of a reset.
 
-Each episode: reset (copy the domain's database, draw a task, replay its reference actions on
-a fresh copy to get the end state to reach), then the oracle's steps: a question to the user
-(hard tasks), one action with every reference tool call, and the report to the user, whose
-reply ends the conversation. Steps are env steps (tool steps and user messages alike).
+Each episode: reset (draw the episode's database from the seed, or take it from the cache;
+draw a task, replay its reference actions on a fresh copy for the end state to reach), then
+the oracle's steps: questions to the user (hard tasks), one action with every reference tool
+call, and the report to the user, whose reply ends the conversation. Steps are env steps
+(tool steps and user messages alike). Resets are timed on seeds seen by nothing else in the
+run: each on a new seed (a database built), and in groups of 8 on one seed (a GRPO group:
+the database and the draw come from the caches).
 
     python benchmarks/bench_tool_env.py --episodes 300
 """
@@ -16,11 +20,13 @@ import time
 
 import palaestra
 
+GROUP = 8
+
 
 def oracle_rate(env_id: str, episodes: int) -> tuple[float, float, float]:
     """(steps/s, episodes/s, success rate) of ``env_id`` played by its oracle."""
     env = palaestra.make(env_id)
-    env.reset(seed=0)  # builds the domain's database once, outside the timing
+    env.reset(seed=0)  # imports and schemas, outside the timing
     steps = wins = 0
     started = time.perf_counter()
     for seed in range(episodes):
@@ -37,16 +43,37 @@ def oracle_rate(env_id: str, episodes: int) -> tuple[float, float, float]:
     return steps / elapsed, episodes / elapsed, wins / episodes
 
 
+def reset_ms(env_id: str, resets: int, group: int, first_seed: int) -> float:
+    """Milliseconds per reset, ``group`` resets per seed, on seeds from ``first_seed``."""
+    env = palaestra.make(env_id)
+    env.reset(seed=first_seed - 1)
+    seeds = resets // group
+    started = time.perf_counter()
+    for seed in range(first_seed, first_seed + seeds):
+        for _ in range(group):
+            env.reset(seed=seed)
+    return (time.perf_counter() - started) / (seeds * group) * 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=300)
     parser.add_argument("--pattern", default="tools:*")
     args = parser.parse_args()
     print(f"load average: {os.getloadavg()}")
-    print(f"{'env id':<24} {'steps/s':>9} {'episodes/s':>11} {'success':>8}")
+    print(
+        f"{'env id':<24} {'steps/s':>9} {'episodes/s':>11} {'success':>8} "
+        f"{'reset ms':>9} {f'group of {GROUP}':>12}"
+    )
     for env_id in palaestra.list_envs(args.pattern):
         steps, episodes, success = oracle_rate(env_id, args.episodes)
-        print(f"{env_id:<24} {steps:>9.0f} {episodes:>11.0f} {success:>8.2f}")
+        fresh = reset_ms(env_id, args.episodes // 4, 1, 10_000)
+        grouped = reset_ms(env_id, args.episodes // 4, GROUP, 20_000)
+        print(
+            f"{env_id:<24} {steps:>9.0f} {episodes:>11.0f} {success:>8.2f} "
+            f"{fresh:>9.1f} {grouped:>12.1f}"
+        )
+    print(f"load average: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

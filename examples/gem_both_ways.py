@@ -1,5 +1,9 @@
 """GEM both ways: palaestra envs in GEM's vector env, GEM's games and tool envs in palaestra.
 
+This script does not train: it shows the two directions with scripted and random policies.
+Every GEM id is a palaestra id, so palaestra's trainer and the adapters here (e.g.
+``EnvRollout`` in ``examples/trl_grpo.py``) train on GEM's games like on any other env.
+
 1. ``register_in_gem`` puts palaestra ids into GEM's registry; ``gem.make_vec`` then builds
    GEM's own (sync or async) vector env over them, and a binary-search policy plays
    ``game:GuessTheNumber-v0`` through GEM's API, autoreset included.

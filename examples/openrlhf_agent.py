@@ -1,18 +1,20 @@
 """OpenRLHF: train on palaestra envs with OpenRLHF's agent mode, token-exact.
 
-This file is itself an OpenRLHF agent file: ``--agent_func_path examples/openrlhf_agent.py``
+Run as a script, this file does not train: OpenRLHF needs CUDA (DeepSpeed, vLLM). It plays a
+few rows through the executor with a binary-search stand-in for the model and prints what
+OpenRLHF would receive; a GPU run is the command below.
+
+This file is itself an OpenRLHF agent file: ``--train.agent_func_path examples/openrlhf_agent.py``
 makes OpenRLHF build ``AgentExecutor()`` and call its ``execute`` for every prompt. The
 dataset's labels name the palaestra task::
 
     python examples/openrlhf_agent.py --write-dataset runs/openrlhf/train.jsonl
     ray job submit ... -- python -m openrlhf.cli.train_ppo_ray \\
-        --prompt_data runs/openrlhf/train.jsonl --input_key prompt --label_key label \\
-        --apply_chat_template --agent_func_path examples/openrlhf_agent.py --async_train ...
+        --data.prompt_dataset runs/openrlhf/train.jsonl --data.input_key prompt \\
+        --data.label_key label --data.apply_chat_template \\
+        --train.agent_func_path examples/openrlhf_agent.py --train.async_enable ...
 
-OpenRLHF needs CUDA (DeepSpeed, vLLM), so without it this script plays a few rows through
-``AgentExecutor.execute`` with a stand-in for OpenRLHF's vLLM engine (answers shaped as
-vLLM's ``RequestOutput``; a binary-search policy in place of the model) and prints what
-OpenRLHF would receive.
+The stand-in for OpenRLHF's vLLM engine answers with vLLM's ``RequestOutput`` shape.
 
     python examples/openrlhf_agent.py
 """

@@ -35,10 +35,10 @@ class OneSearch:
     name = "one-search"
 
     def act(self, conversation: Conversation) -> Action:
-        observation = conversation.last_observation
-        if observation.startswith("Question: "):
-            return Action(f"<search>{observation.removeprefix('Question: ')}</search>")
-        title = re.search(r"Doc 1\(Title: (.*?)\)", observation)
+        if len(conversation.messages) == 1:  # only the task so far
+            question = conversation.last_observation.rpartition("Question: ")[2].strip()
+            return Action(f"<search>{question}</search>")
+        title = re.search(r'Doc 1\(Title: "(.*?)"\)', conversation.last_observation)
         return Action(f"<answer>{title.group(1) if title else 'unknown'}</answer>")
 
 

@@ -1,5 +1,9 @@
 """SkyRL: palaestra envs as ``skyrl-gym`` ``BaseTextEnv``s, played the way SkyRL's generator does.
 
+This script does not train: SkyRL's trainer needs a GPU stack (vLLM, ray, FSDP). It plays
+the generator's env loop with each env's oracle standing in for the model and writes the
+dataset rows a SkyRL run reads.
+
 ``register_skyrl_env()`` registers env class ``"palaestra"`` in skyrl-gym; ``task_rows`` makes
 the dataset rows that select it (each names a palaestra env id and seed). SkyRL's generator
 builds one env per row with ``skyrl_gym.make(env_class, env_config=..., extras=row)``, calls

@@ -1,5 +1,9 @@
 """verl: palaestra envs in verl's agent loop, token-exact, multi-turn.
 
+This script does not train: verl's trainer needs a GPU stack (CUDA vLLM or SGLang, ray,
+FSDP/Megatron). It plays rows through the loop's body with a binary-search stand-in for the
+model and prints what verl would receive; a GPU run is the command below.
+
 ``palaestra.integrations.verl`` registers agent loop ``"palaestra"`` in verl (when verl is
 installed); rows from ``task_rows`` select it and name the env and seed. In a verl run::
 
@@ -12,10 +16,9 @@ installed); rows from ``task_rows`` select it and name the env and seed. In a ve
     # agent_loops.yaml: - name: palaestra
     #                     _target_: palaestra.integrations.verl.PalaestraAgentLoop
 
-verl needs a GPU stack, so this script runs the loop's body (``play_row``, which is all
-``PalaestraAgentLoop.run`` does) against a stand-in for verl's server manager that answers
-as verl's does (a ``TokenOutput`` with token ids and logprobs), with a binary-search policy in
-place of the model, and prints what verl would receive.
+The loop's body is ``play_row`` (all ``PalaestraAgentLoop.run`` adds is reading verl's
+config); the stand-in for verl's server manager answers as verl's does (a ``TokenOutput``
+with token ids and logprobs).
 
     python examples/verl_agent_loop.py
 """
@@ -27,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from palaestra.integrations.trajectory import TokenTrajectory
+from palaestra.integrations.trajectory import EpisodeRunner, TokenTrajectory
 from palaestra.integrations.verl import play_row, task_rows
 from palaestra.trainers import tiny
 
@@ -70,13 +73,12 @@ def play_rows(seeds: range = range(4)) -> list[TokenTrajectory]:
     tokenizer = tiny.train_tokenizer(env_texts, vocab_size=320)
     server = BinarySearchServer(tokenizer)
 
+    runner = EpisodeRunner(tokenizer, max_response_tokens=1024)  # rollout.response_length
+
     async def play_all() -> list[TokenTrajectory]:
         rows = task_rows(ENV_ID, seeds)
         return [
-            await play_row(
-                server, tokenizer, {"temperature": 1.0}, row["extra_info"], response_length=1024
-            )
-            for row in rows
+            await play_row(runner, server, {"temperature": 1.0}, row["extra_info"]) for row in rows
         ]
 
     return asyncio.run(play_all())

@@ -1,15 +1,23 @@
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 import palaestra
+from palaestra import cli
 from palaestra.cli import app
 from palaestra.core.env import Env
 
 runner = CliRunner()
 
 
-def test_list_shows_ids_with_family_turns_and_tools():
-    result = runner.invoke(app, ["list", "game:*"], env={"COLUMNS": "200"})
+@pytest.fixture
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 200-column console whatever ``COLUMNS`` said when ``palaestra.cli`` was imported."""
+    monkeypatch.setattr(cli, "console", Console(width=200))
+
+
+def test_list_shows_ids_with_family_turns_and_tools(wide_console):
+    result = runner.invoke(app, ["list", "game:*"])
     assert result.exit_code == 0
     assert "game:Wordle-Hard-v0" in result.output and "difficulty=hard" in result.output
     assert f"{len(palaestra.list_envs('game:*'))} environments" in result.output
@@ -20,8 +28,8 @@ def test_list_with_no_match_fails():
     assert result.exit_code == 1 and "no environment matches" in result.output
 
 
-def test_show_describes_reward_and_runs_an_example():
-    result = runner.invoke(app, ["show", "game:GuessTheNumber-v0"], env={"COLUMNS": "200"})
+def test_show_describes_reward_and_runs_an_example(wide_console):
+    result = runner.invoke(app, ["show", "game:GuessTheNumber-v0"])
     assert result.exit_code == 0
     assert "reward per step [0, 1]" in result.output
     assert "oracle, turn 1" in result.output and "\\boxed{25}" in result.output

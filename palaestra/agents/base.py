@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from palaestra.core.messages import Message
+from palaestra.core.messages import Message, append_messages
 from palaestra.core.types import Turn
 
 if TYPE_CHECKING:
@@ -39,13 +39,15 @@ class Conversation:
     appends to. They are turned into messages when ``messages`` is read, so agents that read
     only ``last_observation`` (oracle, scripted policies) never pay for them.
     ``prompt_ids`` is the token sequence the policy continues, ending with the generation
-    prompt; it is set only when the agent has a ``tokenizer`` (token-in, token-out).
+    prompt (or, when the env continued the assistant's message, with that continuation);
+    it is set only when the agent has a ``tokenizer`` (token-in, token-out).
     ``env`` is the live env for privileged baselines (oracle, random); it is None when the env
     runs in another process. ``tools`` are the env's tool schemas and ``tool_format`` the
     name of the tool-call format it reads (:mod:`palaestra.core.tool_calls`).
     ``rng`` is seeded from ``seed`` (task seed and sample index),
     for sampling agents; ``state`` is scratch space an agent may use for the rest of the
-    episode.
+    episode. ``max_tokens`` is the most tokens the next completion may have before the
+    episode's token budget runs out (None without a budget); the runner cuts a longer one.
     """
 
     __slots__ = (
@@ -54,6 +56,7 @@ class Conversation:
         "_turns",
         "_turns_seen",
         "env",
+        "max_tokens",
         "prompt_ids",
         "seed",
         "state",
@@ -78,6 +81,7 @@ class Conversation:
         self.tools = [] if tools is None else tools
         self.tool_format = tool_format
         self.prompt_ids = prompt_ids
+        self.max_tokens: int | None = None
         self.env = env
         self.seed = seed
         self.state: dict[str, Any] = {}
@@ -92,7 +96,7 @@ class Conversation:
         turns = self._turns
         if turns is not None and self._turns_seen < len(turns):
             for turn in turns[self._turns_seen :]:
-                self._messages.extend(turn.messages())
+                append_messages(self._messages, turn.messages())
             self._turns_seen = len(turns)
         return self._messages
 
@@ -179,3 +183,9 @@ class Sampling:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    def tokens_for(self, conversation: Conversation) -> int:
+        """The most tokens to sample for ``conversation``'s next completion: ``max_tokens``,
+        or less when the episode's token budget leaves less room (``Conversation.max_tokens``)."""
+        room = conversation.max_tokens
+        return self.max_tokens if room is None else max(1, min(self.max_tokens, room))

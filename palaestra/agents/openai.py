@@ -9,6 +9,8 @@ Two modes:
   (:func:`palaestra.core.messages.to_openai_messages`); native tool calls in the reply are
   written back as ``<tool_call>{...}</tool_call>`` text. Envs with another format (e.g.
   ``<search>`` tags) get plain text both ways: their system prompt says how to call tools.
+  When the env continued the assistant's message (Search-R1), the request asks the server
+  to continue it (vLLM's and SGLang's ``continue_final_message``).
 * ``"completions"`` with a local ``tokenizer`` is token-in, token-out: the runner renders the
   conversation itself and the prompt goes to ``/completions`` as token ids, so the episode's
   token sequence is exact across turns.
@@ -27,7 +29,7 @@ from typing import Any
 import httpx
 
 from palaestra.agents.base import Action, Conversation, Sampling
-from palaestra.core.messages import action_text, to_openai_messages
+from palaestra.core.messages import action_text, continues_message, to_openai_messages
 from palaestra.core.tool_calls import DEFAULT_FORMAT
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -92,7 +94,7 @@ class OpenAIAgent:
             return parse_chat_choice(reply["choices"][0])
         if conversation.prompt_ids is None:
             raise RuntimeError("completions mode needs Conversation.prompt_ids (run it via Runner)")
-        body = self._common_body() | {"prompt": conversation.prompt_ids}
+        body = self._common_body(conversation) | {"prompt": conversation.prompt_ids}
         reply = await self._post("/completions", body)
         return parse_completion_choice(reply["choices"][0])
 
@@ -111,10 +113,10 @@ class OpenAIAgent:
             self._client_loop = loop
         return self._client
 
-    def _common_body(self) -> dict[str, Any]:
+    def _common_body(self, conversation: Conversation) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.sampling.max_tokens,
+            "max_tokens": self.sampling.tokens_for(conversation),
             "temperature": self.sampling.temperature,
             "top_p": self.sampling.top_p,
         }
@@ -127,9 +129,11 @@ class OpenAIAgent:
 
     def _chat_body(self, conversation: Conversation) -> dict[str, Any]:
         messages = to_openai_messages(conversation.messages)
-        body = self._common_body() | {"messages": messages}
+        body = self._common_body(conversation) | {"messages": messages}
         if conversation.tools and conversation.tool_format == DEFAULT_FORMAT:
             body["tools"] = conversation.tools
+        if continues_message(messages):  # the env continued the assistant's message (vLLM, SGLang)
+            body |= {"continue_final_message": True, "add_generation_prompt": False}
         return body
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:

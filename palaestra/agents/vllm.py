@@ -109,7 +109,7 @@ class VLLMAgent:
         if self.engine is None:
             raise RuntimeError("this VLLMAgent was closed; build a new one")
         params = SamplingParams(
-            max_tokens=self.sampling.max_tokens,
+            max_tokens=self.sampling.tokens_for(conversation),
             temperature=self.sampling.temperature,
             top_p=self.sampling.top_p,
             stop=self.sampling.stop,

@@ -5,6 +5,12 @@ policy wrote (tool calls included, in the env's tool-call format), and a tool re
 ``{"role": "tool", "content": ...}`` message, one per call. Episodes, conversations, the
 runner's token recording and the Hugging Face agent use this form.
 
+An env may also continue the assistant's own message instead of answering in a new one
+(``info["role"] == "assistant"``, :data:`CONTINUE_ROLE`; Search-R1 appends retrieved
+``<information>`` this way): the observation's text joins the action's message and the
+policy's next action continues that same message (:func:`append_messages`). Agents then
+continue the last message rather than start a new turn (:func:`continues_message`).
+
 OpenAI-compatible servers want another: an assistant message with structured ``tool_calls``
 (each with an id) and its text apart, and one tool message per call carrying the matching
 ``tool_call_id``. :func:`to_openai_messages` converts to it and :func:`action_text` converts
@@ -40,11 +46,16 @@ def opening_messages(system_prompt: str | None, task: str) -> list[Message]:
     return messages
 
 
+CONTINUE_ROLE = "assistant"
+"""``info["role"]`` of an observation that continues the assistant's message."""
+
+
 def observation_messages(
     observation: str, role: str = "user", tool_outputs: Sequence[str] | None = None
 ) -> list[Message]:
     """An env's answer to one action as messages: one tool message per call output when the
-    env reports them (``info["tool_outputs"]``), else one message with the observation."""
+    env reports them (``info["tool_outputs"]``), else one message with the observation (an
+    assistant message when it continues the action's message, :data:`CONTINUE_ROLE`)."""
     if role == "tool" and tool_outputs:
         return [{"role": "tool", "content": output} for output in tool_outputs]
     return [{"role": role, "content": observation}]
@@ -59,11 +70,36 @@ def turn_messages(
     tool_outputs: Sequence[str] | None = None,
 ) -> list[Message]:
     """One turn: the action, then the observation (left out when the episode ended on this
-    turn with nothing more to say)."""
+    turn with nothing more to say; joined to the action when it continues its message)."""
     messages: list[Message] = [{"role": "assistant", "content": action}]
     if ended and not observation:
         return messages
-    return messages + observation_messages(observation, role, tool_outputs)
+    return append_messages(messages, observation_messages(observation, role, tool_outputs))
+
+
+def append_messages(messages: list[Message], new: Sequence[Message]) -> list[Message]:
+    """Append ``new`` to ``messages`` (in place; returned), joining each assistant message to
+    an assistant message right before it: an action, the observation that continued it and
+    the next action are one message. palaestra's form has two assistant messages in a row
+    only there, so nothing else is joined.
+
+    >>> append_messages([{"role": "assistant", "content": "<search>q</search>"}],
+    ...                 [{"role": "assistant", "content": "<information>d</information>"}])
+    [{'role': 'assistant', 'content': '<search>q</search><information>d</information>'}]
+    """
+    for message in new:
+        last = messages[-1] if messages else None
+        if last is not None and last.get("role") == message.get("role") == "assistant":
+            messages[-1] = {**last, "content": f"{last['content']}{message['content']}"}
+        else:
+            messages.append(message)
+    return messages
+
+
+def continues_message(messages: Sequence[Message]) -> bool:
+    """Whether the next action continues the last message (an assistant message the env
+    continued) instead of starting a new assistant turn after a generation prompt."""
+    return bool(messages) and messages[-1].get("role") == "assistant"
 
 
 def to_openai_messages(messages: Sequence[Message]) -> list[Message]:

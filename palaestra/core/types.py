@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from palaestra.core.messages import Message, opening_messages, turn_messages
+from palaestra.core.messages import Message, append_messages, opening_messages, turn_messages
 
 
 @dataclass(slots=True)
@@ -93,7 +93,7 @@ class Episode:
         """The full conversation as chat messages (system, task, then action/observation pairs)."""
         messages = opening_messages(self.system_prompt, self.task)
         for turn in self.turns:
-            messages.extend(turn.messages())
+            append_messages(messages, turn.messages())
         return messages
 
     def to_dict(self) -> dict[str, Any]:

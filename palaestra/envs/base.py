@@ -3,8 +3,9 @@
 * :class:`TurnBasedEnv` counts turns, ends the episode with success and metrics, and
   answers a step after the end; a game implements :meth:`TurnBasedEnv.play`.
 * :class:`AnswerEnv` serves a problem, grades each answer and gives feedback between
-  attempts (``max_attempts`` > 1 is the ``-Retry`` variant of every family); a family
-  implements :meth:`AnswerEnv.new_problem` and :meth:`AnswerEnv.grade`.
+  attempts (``max_attempts`` > 1 is the ``-Retry`` variant of every family, each attempt
+  after the first costing ``attempt_cost``); a family implements
+  :meth:`AnswerEnv.new_problem` and :meth:`AnswerEnv.grade`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ from palaestra.tasks import Problem
 EPISODE_OVER = "The episode is over. Reset to start a new one."
 RETRY_ATTEMPTS = 3
 """Attempts of the ``-Retry`` variants."""
+RETRY_COST = 0.1
+"""What each attempt after the first costs in the ``-Retry`` variants."""
+RETRY = {"max_attempts": RETRY_ATTEMPTS, "attempt_cost": RETRY_COST}
+"""Keyword arguments of a family's ``-Retry`` variant (its env passes ``attempt_cost`` on to
+:class:`AnswerEnv`)."""
 
 
 def difficulty_preset(presets: dict[str, dict[str, Any]], difficulty: str) -> dict[str, Any]:
@@ -96,17 +102,25 @@ class Grade:
 class AnswerEnv(TurnBasedEnv):
     """A problem answered in one turn, or in up to ``max_attempts`` turns with feedback.
 
-    Reward: the score of the final attempt (earlier attempts get 0); the episode ends on a
+    Reward: the score of the final attempt minus ``attempt_cost`` for each attempt before
+    it, clamped into ``reward_range`` (earlier attempts get 0), so a guess that needs the
+    feedback is worth less than an answer right the first time: with the ``-Retry``
+    variants' cost of 0.1, a solve on the third attempt earns 0.8. The episode ends on a
     solving answer or when the attempts run out. Subclasses implement :meth:`new_problem`
     and :meth:`grade`, and may override :meth:`retry_prompt`, :meth:`format_answer` and
     :meth:`oracle_program`.
     """
 
-    def __init__(self, *, max_attempts: int = 1, render_mode: str | None = None):
+    def __init__(
+        self, *, max_attempts: int = 1, attempt_cost: float = 0.0, render_mode: str | None = None
+    ):
         super().__init__(render_mode=render_mode)
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+        if not 0.0 <= attempt_cost <= 1.0:
+            raise ValueError(f"attempt_cost must be in [0, 1], got {attempt_cost}")
         self.max_attempts = max_attempts
+        self.attempt_cost = attempt_cost
         self.max_turns = max_attempts
         self._problem: Problem | None = None
         self._last_score = 0.0
@@ -151,7 +165,8 @@ class AnswerEnv(TurnBasedEnv):
         problem = self.problem
         grade = self.grade(action, problem)
         low, high = self.reward_range
-        score = min(high, max(low, float(grade.score)))
+        cost = self.attempt_cost * (self.turn - 1)
+        score = min(high, max(low, float(grade.score) - cost))
         self._last_score = score
         left = self.max_attempts - self.turn
         metrics = {"attempts": float(self.turn), "score": score, **grade.metrics}

@@ -26,6 +26,7 @@ from palaestra.core.tool_calls import ParsedToolCalls, ToolCall, ToolCallFormat,
 from palaestra.core.wrappers import Wrapper, truncate_at_limit
 from palaestra.envs.base import AnswerEnv
 from palaestra.tools import Tool, ToolLike, make_tools
+from palaestra.tools.function import cap
 
 MAX_CALLS_PER_ACTION = 16
 """Calls one action may make; the rest get an error (a policy must not stall the env)."""
@@ -37,7 +38,9 @@ class ToolEnv(Wrapper):
     ``tools`` are tool objects, registered tool names (``"python"``) or
     ``{"name": "python", "stateful": True}`` mappings (names keep registered wrapper stacks
     plain data, so worker processes can rebuild them); a toolset (``{"name": "mcp", ...}``,
-    :class:`~palaestra.tools.mcp.MCPToolset`) adds all its tools.
+    :class:`~palaestra.tools.mcp.MCPToolset`) adds all its tools. A tool with an
+    ``attach(env)`` method is told which env uses it (a per-episode MCP toolset refuses to
+    serve two envs at once).
     """
 
     def __init__(
@@ -58,6 +61,10 @@ class ToolEnv(Wrapper):
         names = [tool.name for tool in resolved]
         if len(set(names)) != len(names):
             raise ValueError(f"tool names must be unique, got {names}")
+        for tool in resolved:
+            attach = getattr(tool, "attach", None)
+            if callable(attach):
+                attach(self)
         self.tool_map: dict[str, Tool] = {tool.name: tool for tool in resolved}
         self.format = tool_format(format)
         self.max_tool_turns = max_tool_turns
@@ -142,7 +149,7 @@ class ToolEnv(Wrapper):
         planned = []
         for index, call in enumerate(calls):
             if call.name not in self.tool_map:
-                error = f"error: unknown tool {call.name!r}; available: {sorted(self.tool_map)}"
+                error = f"error: unknown tool {cap(call.name, 64)!r}; available: {sorted(self.tool_map)}"
             elif self.tool_turns > self.max_tool_turns:
                 error = f"error: no tool calls left ({self.max_tool_turns} used); give your answer instead"
             elif index >= MAX_CALLS_PER_ACTION:

@@ -13,8 +13,9 @@
 * :mod:`~palaestra.integrations.openrlhf`: OpenRLHF's agent (multi-turn) interface;
 * :mod:`~palaestra.integrations.export`: episodes as JSONL/Parquet rows for SFT and RL
   trainers, and back;
-* :mod:`~palaestra.integrations.trajectory`: an episode's token sequence split into prompt
-  and response, the shape every token-level trainer reads.
+* :mod:`~palaestra.integrations.trajectory`: the runner the adapters play episodes with (the
+  framework's engine, its budgets kept while playing) and an episode's token sequence split
+  into prompt and response, the shape every token-level trainer reads.
 
 Importing this package imports none of those frameworks: it only tells the registry where
 the ``gem:``, ``textarena:`` and ``textworld:`` ids come from (each family is registered on

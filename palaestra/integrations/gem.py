@@ -125,12 +125,20 @@ class GemEnv(Env):
         return str(observation), float(reward), bool(terminated), bool(truncated), info
 
     def random_action(self, rng: np.random.Generator) -> str:
-        """GEM's ``sample_random_action``, drawing from ``rng`` (not from the episode's state)."""
-        try:
-            with _PrivateRandom(int(rng.integers(2**31 - 1))).active():
-                return str(self.gem_env.sample_random_action())
-        except NotImplementedError:
-            return super().random_action(rng)
+        """GEM's ``sample_random_action``, drawing from ``rng`` (not from the episode's state).
+
+        GEM's wrappers (``ToolEnvWrapper``, ``ObservationWrapper``) do not pass the call on,
+        so it is asked of the first env down the wrapper chain that answers it: the game's
+        random move is a well-formed action of the wrapped env too.
+        """
+        env = self.gem_env
+        with _PrivateRandom(int(rng.integers(2**31 - 1))).active():
+            while env is not None:
+                try:
+                    return str(env.sample_random_action())
+                except NotImplementedError:
+                    env = getattr(env, "env", None)
+        return super().random_action(rng)
 
 
 def register_gem_ids() -> list[str]:
@@ -159,9 +167,9 @@ class PalaestraGemEnv(gem.Env):
     """A ``gem.Env`` over a palaestra env (an id, with ``kwargs`` for ``palaestra.make``, or an
     env object).
 
-    ``seed`` is the seed of the first ``reset`` that gives none (``gem.make_vec`` passes
-    ``seed + index`` to each env); later resets without a seed continue the env's random
-    stream. The system prompt (if any) opens the first observation, since GEM has no other
+    ``seed`` is the seed of the first ``reset`` if that reset gives none (``gem.make_vec``
+    passes ``seed + index`` to each env); any later reset without a seed continues the env's
+    random stream, also after a reset with an explicit seed. The system prompt (if any) opens the first observation, since GEM has no other
     place for it; ``include_system_prompt=False`` leaves it out.
     """
 
@@ -183,7 +191,8 @@ class PalaestraGemEnv(gem.Env):
 
     def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         if seed is None:
-            seed, self._first_seed = self._first_seed, None
+            seed = self._first_seed
+        self._first_seed = None  # used once, and only by a first reset without a seed
         observation, info = self.env.reset(seed=seed)
         prompt = self.env.system_prompt
         if self.include_system_prompt and prompt:

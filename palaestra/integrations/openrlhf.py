@@ -1,22 +1,26 @@
-"""OpenRLHF: an agent executor (``--agent_func_path``) that plays palaestra envs, token-exact.
+"""OpenRLHF: an agent executor (``--train.agent_func_path``) that plays palaestra envs, token-exact.
 
-OpenRLHF's multi-turn agents run through an ``AgentExecutor`` class in a user file: its
-``execute(prompt, label, sampling_params, max_length, hf_tokenizer, llm_engine)`` returns
-the whole token sequence (``observation_tokens``), the token ranges the policy generated
-(``action_ranges``), the rollout logprobs and the reward (the interface of OpenRLHF's
-``MultiTurnAgentExecutor``, which OpenRLHF builds with no arguments). OpenRLHF's own
-``MultiTurnAgentExecutor`` re-tokenizes the env's feedback text; :class:`AgentExecutor`
-instead lets palaestra's runner build the sequence from chat-template deltas, so the tokens
-the policy is trained on are the ones it saw. The dataset's label names the task
-(:func:`task_rows`); the prompt column is only for OpenRLHF's filters and logs. The agent
-file is one line::
+OpenRLHF's multi-turn agents run through an ``AgentExecutor`` class in a user file, which
+OpenRLHF builds with no arguments (it must subclass ``AgentExecutorBase``). Its rollout actor
+calls ``execute(prompt=, label=, sampling_params=, max_length=, hf_tokenizer=,
+llm_engine=, images=)`` and reads back the whole token sequence (``observation_tokens``),
+the token ranges the policy generated (``action_ranges``), the rollout logprobs, the
+reward and score, ``truncated`` and ``extra_logs`` (the keys of OpenRLHF's
+``MultiTurnAgentExecutor``). OpenRLHF's own executor re-tokenizes the env's feedback text;
+:class:`AgentExecutor` lets palaestra's runner build the sequence from chat-template deltas,
+so the tokens the policy is trained on are the ones it saw.
+
+``max_length`` is the budget of the whole sequence, kept while playing: each request asks
+vLLM for at most the tokens left (and at most ``sampling_params.max_tokens`` when set), and
+an observation that would not fit ends the episode, so OpenRLHF never has to cut the
+sequence (which would keep the whole episode's reward for part of it). The dataset's label
+names the task (:func:`task_rows`); the prompt column is only for OpenRLHF's filters and
+logs. The agent file is one line::
 
     from palaestra.integrations.openrlhf import AgentExecutor  # noqa: F401
 
-OpenRLHF itself is not importable on CPU-only machines (it builds DeepSpeed and pins a CUDA
-vLLM), so :class:`AgentExecutor` subclasses OpenRLHF's ``AgentExecutorBase`` when it is
-installed and keeps its interface either way; the tests drive it with an engine that
-answers as vLLM's ``AsyncLLMEngine`` does.
+Subclass it there to set ``max_turns`` or ``template_kwargs`` (e.g.
+``{"enable_thinking": False}``), since OpenRLHF passes no arguments.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from copy import deepcopy
-from typing import Any
+from typing import Any, ClassVar
 
 from palaestra.agents.base import Action
-from palaestra.integrations.trajectory import EngineAgent, play, task_from_dict, task_prompts
+from palaestra.integrations.trajectory import EpisodeRunner, task_from_dict, task_prompts
+from palaestra.runner.episode import TOKEN_BUDGET_REASON
 from palaestra.runner.tasks import Task
 
 try:
@@ -39,7 +44,7 @@ except ImportError:  # OpenRLHF needs CUDA to install; the executor keeps its in
 def task_rows(
     env_id: str, seeds: Iterable[int], *, env_kwargs: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """OpenRLHF dataset rows (``--input_key prompt --label_key label``), one per seed: the
+    """OpenRLHF dataset rows (``--data.input_key prompt --data.label_key label``), one per seed: the
     env's opening messages as ``prompt`` and the task as a JSON ``label``."""
     return [
         {"prompt": messages, "label": json.dumps(task)}
@@ -60,13 +65,26 @@ def task_from_label(label: str) -> Task:
 class AgentExecutor(AgentExecutorBase):  # type: ignore[misc,valid-type]
     """OpenRLHF agent executor over palaestra envs (see the module docstring).
 
-    ``max_turns`` caps episodes (default: the env's own limit); ``max_length`` (OpenRLHF's
-    budget for the whole sequence) ends an episode too, and each completion may use what
-    is left of it.
+    ``max_turns`` caps episodes (default: the env's own limit); ``template_kwargs`` go to
+    the chat template.
     """
 
-    def __init__(self, max_turns: int | None = None):
-        self.max_turns = max_turns
+    max_turns: ClassVar[int | None] = None
+    template_kwargs: ClassVar[Mapping[str, Any]] = {}
+
+    def __init__(self) -> None:
+        self._runners: dict[tuple[int, int], EpisodeRunner] = {}
+
+    def _runner(self, tokenizer: Any, max_length: int) -> EpisodeRunner:
+        key = (id(tokenizer), max_length)
+        if key not in self._runners:
+            self._runners[key] = EpisodeRunner(
+                tokenizer,
+                max_turns=self.max_turns,
+                max_episode_tokens=max_length,
+                template_kwargs=self.template_kwargs,
+            )
+        return self._runners[key]
 
     async def execute(
         self,
@@ -76,13 +94,19 @@ class AgentExecutor(AgentExecutorBase):  # type: ignore[misc,valid-type]
         max_length: int,
         hf_tokenizer: Any,
         llm_engine: Any,
+        images: Any = None,
     ) -> dict[str, Any]:
-        """Play the task ``label`` names with ``llm_engine`` (vLLM) as the policy."""
+        """Play the task ``label`` names with ``llm_engine`` (OpenRLHF's vLLM actor)."""
+        if images:
+            raise ValueError("palaestra envs are text-only; this row has images")
+        runner = self._runner(hf_tokenizer, max_length)
         want_logprobs = getattr(sampling_params, "logprobs", None) is not None
 
-        async def generate(prompt_ids: list[int]) -> Action:
+        async def generate(prompt_ids: list[int], max_tokens: int | None) -> Action:
             params = deepcopy(sampling_params)
-            params.max_tokens = max(1, max_length - len(prompt_ids))
+            params.max_tokens = min(
+                max_tokens or max_length, sampling_params.max_tokens or max_length
+            )
             output = (await llm_engine.generate(prompt_ids, params)).outputs[0]
             ids = list(output.token_ids)
             logprobs = (
@@ -92,25 +116,23 @@ class AgentExecutor(AgentExecutorBase):  # type: ignore[misc,valid-type]
             )
             return Action(output.text, ids, logprobs, output.finish_reason)
 
-        agent = EngineAgent(generate, hf_tokenizer, name="openrlhf")
-        episode = await play(
-            agent, task_from_label(label), max_turns=self.max_turns, max_episode_tokens=max_length
-        )
+        episode = await runner.play(task_from_label(label), generate)
         if episode.error is not None:
             raise RuntimeError(f"palaestra episode failed: {episode.error}")
-        import torch  # OpenRLHF's scores and logs are tensors
-
         return {
             "prompt": prompt,
             "label": label,
+            "images": images,
+            "mm_train_inputs": None,
             "reward": episode.total_reward,
-            "scores": torch.tensor(episode.total_reward),
+            "scores": episode.total_reward,
             "observation_tokens": episode.token_ids,
             "action_ranges": _policy_ranges(episode.loss_mask),
             "rollout_log_probs": episode.logprobs if want_logprobs else None,
+            "truncated": episode.truncation_reason == TOKEN_BUDGET_REASON,
             "extra_logs": {
-                "turns": torch.tensor(float(episode.num_turns)),
-                "success": torch.tensor(float(bool(episode.success))),
+                "turns": float(episode.num_turns),
+                "success": float(bool(episode.success)),
             },
         }
 

@@ -28,16 +28,21 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import itertools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from palaestra.agents.base import Sampling
+from palaestra.agents.base import Action
 from palaestra.core.env import Env
 from palaestra.core.registry import make
-from palaestra.integrations.trajectory import split_episode, task_from_dict, task_prompts
-from palaestra.runner.rollout import Runner
+from palaestra.core.types import Episode
+from palaestra.integrations.trajectory import (
+    EpisodeRunner,
+    split_episode,
+    task_from_dict,
+    task_prompts,
+)
+from palaestra.runner.tasks import Task
 from palaestra.verifiers.rubric import accepted_kwargs
 
 TrlRewardFn = Callable[..., list[float]]
@@ -152,49 +157,28 @@ class EnvRollout:
     """A ``GRPOTrainer`` ``rollout_func`` that plays palaestra envs with the trainer's model.
 
     Each prompt is a task from :func:`task_dataset`; TRL repeats a prompt once per generation
-    of its group, and each repeat samples with its own seed. Generation uses palaestra's
-    :class:`~palaestra.agents.hf.HFAgent` on the model being trained (concurrent episodes
-    decoded as one batch), at the trainer's ``temperature`` and ``max_completion_length``
-    per turn. ``max_turns`` caps episodes (default: the env's own limit);
-    ``mask_observations=False`` trains on env and tool tokens too.
+    of its group. Completions come from TRL's own generation (the function its multi-turn
+    tool loop calls: ``transformers`` or vLLM, whichever the trainer uses), so the trainer's
+    sampling options (``temperature``, ``top_p``, ``top_k``, ``min_p``,
+    ``repetition_penalty``, ``generation_kwargs``) apply as in any TRL run, and the turns of
+    all episodes in flight are generated as one batch. ``chat_template_kwargs`` go to the
+    chat template. ``max_completion_length`` is the budget of an episode's whole completion
+    (its turns and the env's tokens between them, as in TRL's tool loop), kept while playing:
+    an episode that would outgrow it ends, truncated, with the rewards of what it kept.
+    ``max_turns`` caps episodes (default: the env's own limit); ``mask_observations=False``
+    trains on env and tool tokens too.
     """
 
-    def __init__(
-        self,
-        *,
-        max_turns: int | None = None,
-        mask_observations: bool = True,
-        concurrency: int = 64,
-    ):
+    def __init__(self, *, max_turns: int | None = None, mask_observations: bool = True):
         self.max_turns = max_turns
         self.mask_observations = mask_observations
-        self.concurrency = concurrency
-        self._calls = itertools.count()
+        self._runner: EpisodeRunner | None = None
 
     def __call__(self, prompts: Sequence[str], trainer: Any) -> dict[str, list[Any]]:
-        from palaestra.agents.hf import HFAgent
-
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        was_training = model.training
-        sampling = Sampling(
-            max_tokens=trainer.args.max_completion_length, temperature=trainer.args.temperature
-        )
-        agent = HFAgent(model, tokenizer=trainer.processing_class, sampling=sampling)
-        runner = Runner(
-            agent,
-            concurrency=self.concurrency,
-            max_turns=self.max_turns,
-            mask_observations=self.mask_observations,
-        )
-        call = next(self._calls)
-        tasks = [
-            task_from_dict(json.loads(prompt))._replace(sample_index=call * len(prompts) + i)
-            for i, prompt in enumerate(prompts)
-        ]
-        try:
-            episodes = asyncio.run(runner.collect(tasks))
-        finally:
-            model.train(was_training)
+        runner = self._episode_runner(trainer)
+        tasks = [task_from_dict(json.loads(prompt)) for prompt in prompts]
+        batch = _TurnBatch(trainer, runner, playing=len(tasks))
+        episodes = asyncio.run(_play_together(runner, tasks, batch))
         trajectories = [split_episode(episode) for episode in episodes]
         return {
             "prompt_ids": [t.prompt_ids for t in trajectories],
@@ -202,4 +186,79 @@ class EnvRollout:
             "logprobs": [t.response_logprobs for t in trajectories],
             "env_mask": [t.response_mask for t in trajectories],
             "episode_return": [t.reward for t in trajectories],
+            "success": [t.success for t in trajectories],
+            "truncation_reason": [t.truncation_reason for t in trajectories],
         }
+
+    def _episode_runner(self, trainer: Any) -> EpisodeRunner:
+        if not hasattr(trainer, "_generate_single_turn"):
+            raise RuntimeError(
+                f"EnvRollout generates with GRPOTrainer._generate_single_turn (trl >= 1.16), "
+                f"which {type(trainer).__name__} lacks: `pip install 'trl>=1.16'`"
+            )
+        if self._runner is None:
+            self._runner = EpisodeRunner(
+                trainer.processing_class,
+                max_turns=self.max_turns,
+                max_response_tokens=trainer.args.max_completion_length,
+                template_kwargs=trainer.args.chat_template_kwargs,
+                mask_observations=self.mask_observations,
+            )
+        return self._runner
+
+
+async def _play_together(
+    runner: EpisodeRunner, tasks: Sequence[Task], batch: _TurnBatch
+) -> list[Episode]:
+    async def play(task: Task) -> Episode:
+        try:
+            return await runner.play(task, batch.generate)
+        finally:
+            batch.leave()
+
+    return list(await asyncio.gather(*(play(task) for task in tasks)))
+
+
+class _TurnBatch:
+    """Generates the next turn of every episode in flight as one batch, with TRL's own
+    ``GRPOTrainer._generate_single_turn`` (what TRL's tool loop calls for each round).
+
+    Episodes that are not waiting for a completion are stepping their env; the batch goes
+    out once every episode still playing has asked, so each round is one generation call.
+    """
+
+    def __init__(self, trainer: Any, runner: EpisodeRunner, *, playing: int):
+        self.trainer = trainer
+        self.runner = runner
+        self.playing = playing
+        self.waiting: list[tuple[list[int], asyncio.Future[Action]]] = []
+
+    async def generate(self, prompt_ids: list[int], max_tokens: int | None) -> Action:
+        future = asyncio.get_running_loop().create_future()
+        self.waiting.append((prompt_ids, future))
+        self._send_when_all_asked()
+        return await future
+
+    def leave(self) -> None:
+        """An episode ended; the others may be all that is left to wait for."""
+        self.playing -= 1
+        self._send_when_all_asked()
+
+    def _send_when_all_asked(self) -> None:
+        if not self.waiting or len(self.waiting) < self.playing:
+            return
+        batch, self.waiting = self.waiting, []
+        try:
+            completions, logprobs = self.trainer._generate_single_turn(
+                [prompt for prompt, _ in batch], None, {}, 1
+            )
+        except Exception as exc:  # every waiting episode hears of it
+            for _, future in batch:
+                future.set_exception(exc)
+            return
+        eos = set(self.trainer.eos_token_ids)
+        for position, (_, future) in enumerate(batch):
+            ids = list(completions[position])
+            row_logprobs = list(logprobs[position]) if logprobs is not None else []
+            finish = "stop" if ids and ids[-1] in eos else "length"
+            future.set_result(Action(self.runner.decode(ids), ids, row_logprobs, finish))

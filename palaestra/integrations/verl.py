@@ -1,19 +1,25 @@
 """verl: an agent loop (``AgentLoopBase``) that plays palaestra envs, token-exact.
 
-verl's agent-loop workers call ``run(sampling_params, **row)`` once per rollout and expect an
-``AgentLoopOutput``: prompt ids, response ids (completions and env tokens), a response mask
-(1 on generated tokens) and the rollout logprobs. :class:`PalaestraAgentLoop` plays the
-env named by the row's ``extra_info`` with verl's own server manager as the policy: the
-runner builds the token sequence (chat-template deltas, nothing re-tokenized), and the
-episode's return is the ``reward_score``, so no reward function is needed. It registers as
-agent ``"palaestra"`` when this module is imported; :func:`task_rows` makes the dataset rows
-that select it. verl's workers import it through an agent-loop config file
+verl's ``AgentLoopWorker`` builds an agent loop per rollout (``hydra.utils.instantiate`` of
+the registered class) and awaits ``run(sampling_params, **row)``, where ``row`` is the
+dataset row as ``RLHFDataset`` returns it; it expects an ``AgentLoopOutput``: prompt ids,
+response ids (completions and env tokens), a response mask (1 on generated tokens), the
+rollout logprobs and, here, the ``reward_score``. :class:`PalaestraAgentLoop` plays the env
+named by the row's ``extra_info`` with verl's server manager as the policy. The runner
+builds the token sequence (chat-template deltas, nothing re-tokenized) and keeps verl's
+budgets while playing: ``rollout.response_length`` bounds the response (each request asks
+for at most the tokens left, and an observation that would not fit ends the episode), and
+``rollout.multi_turn.max_assistant_turns`` / ``max_user_turns`` cap the turns. So the
+episode's return, the ``reward_score``, is the reward of exactly the response verl trains
+on. ``data.apply_chat_template_kwargs`` (e.g. ``enable_thinking``) go to the chat template;
+the row's sampling params go to every request.
+
+It registers as agent ``"palaestra"`` when this module is imported; :func:`task_rows` makes
+the dataset rows that select it. verl's workers import it through an agent-loop config file
 (``actor_rollout_ref.rollout.agent.agent_loop_config_path``) naming
 ``palaestra.integrations.verl.PalaestraAgentLoop`` under ``name: palaestra``
-(``examples/verl_agent_loop.py``).
-
-The class exists when verl is installed (``pip install verl``, a GPU stack); :func:`play_row`
-is the whole loop without verl (the tests drive it with a stand-in for verl's server manager).
+(``examples/verl_agent_loop.py``). The class exists when verl is importable; :func:`play_row`
+is its body.
 """
 
 from __future__ import annotations
@@ -24,9 +30,9 @@ from typing import Any
 
 from palaestra.agents.base import Action
 from palaestra.integrations.trajectory import (
-    EngineAgent,
+    EpisodeRunner,
     TokenTrajectory,
-    play,
+    shared_episode_runner,
     split_episode,
     task_from_dict,
     task_prompts,
@@ -52,29 +58,44 @@ def task_rows(
     ]
 
 
+def runner_settings(rollout: Any, template_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """:class:`EpisodeRunner` settings from verl's rollout config: the response budget and
+    the turn caps (``max_user_turns`` observations allow one more assistant turn)."""
+    multi_turn = getattr(rollout, "multi_turn", None)
+    caps = []
+    if assistant_turns := getattr(multi_turn, "max_assistant_turns", None):
+        caps.append(int(assistant_turns))
+    if user_turns := getattr(multi_turn, "max_user_turns", None):
+        caps.append(int(user_turns) + 1)
+    return {
+        "max_response_tokens": int(rollout.response_length),
+        "max_turns": min(caps, default=None),
+        "template_kwargs": dict(template_kwargs or {}),
+    }
+
+
 async def play_row(
+    runner: EpisodeRunner,
     server_manager: Any,
-    tokenizer: Any,
-    sampling_params: dict[str, Any],
+    sampling_params: Mapping[str, Any],
     extra_info: Mapping[str, Any],
-    *,
-    response_length: int,
-    max_turns: int | None = None,
 ) -> TokenTrajectory:
     """Play the row's task with ``server_manager.generate`` (verl's ``LLMServerClient``) as
     the policy; one request id per episode keeps its turns on one server (prefix cache)."""
     request_id = uuid.uuid4().hex
 
-    async def generate(prompt_ids: list[int]) -> Action:
+    async def generate(prompt_ids: list[int], max_tokens: int | None) -> Action:
+        params = dict(sampling_params)
+        if max_tokens is not None:
+            params["max_tokens"] = min(max_tokens, params.get("max_tokens") or max_tokens)
         output = await server_manager.generate(
-            request_id=request_id, prompt_ids=prompt_ids, sampling_params=sampling_params
+            request_id=request_id, prompt_ids=prompt_ids, sampling_params=params
         )
         ids = list(output.token_ids)
-        return Action(agent.decode(ids), ids, list(output.log_probs or []), output.stop_reason)
+        return Action(runner.decode(ids), ids, list(output.log_probs or []), output.stop_reason)
 
-    agent = EngineAgent(generate, tokenizer, name="verl")
-    episode = await play(agent, task_from_dict(extra_info), max_turns=max_turns)
-    return split_episode(episode, max_response_tokens=response_length)
+    episode = await runner.play(task_from_dict(extra_info), generate)
+    return split_episode(episode)
 
 
 try:
@@ -91,18 +112,18 @@ else:
     @register(AGENT_NAME)
     class PalaestraAgentLoop(AgentLoopBase):
         """verl agent loop over palaestra envs (selected by rows with ``agent_name``
-        ``"palaestra"``); ``multi_turn.max_assistant_turns`` caps the turns if set."""
+        ``"palaestra"``); see the module docstring for the budgets it keeps.
+
+        Reads only what ``AgentLoopBase`` has set since verl's January 2026 releases
+        (``config``, ``server_manager``, ``tokenizer``, ``apply_chat_template_kwargs``).
+        """
 
         async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
-            rollout = self.rollout_config
-            max_turns = getattr(getattr(rollout, "multi_turn", None), "max_assistant_turns", None)
+            rollout = self.config.actor_rollout_ref.rollout
+            settings = runner_settings(rollout, self.apply_chat_template_kwargs)
+            runner = shared_episode_runner(self.tokenizer, **settings)
             trajectory = await play_row(
-                self.server_manager,
-                self.tokenizer,
-                sampling_params,
-                kwargs["extra_info"],
-                response_length=rollout.response_length,
-                max_turns=max_turns,
+                runner, self.server_manager, sampling_params, kwargs["extra_info"]
             )
             return AgentLoopOutput(
                 prompt_ids=trajectory.prompt_ids,
@@ -112,5 +133,8 @@ else:
                 reward_score=trajectory.reward,
                 num_turns=2 * trajectory.num_turns,  # task and observations, and completions
                 metrics=AgentLoopMetrics(),
-                extra_fields={},
+                extra_fields={
+                    "success": trajectory.success,
+                    "truncation_reason": trajectory.truncation_reason,
+                },
             )

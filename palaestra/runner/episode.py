@@ -9,6 +9,13 @@ counts, tool calls included), else :data:`DEFAULT_MAX_TURNS`. The truncation rea
 which limit ended the episode: the env's own (``info["truncation_reason"]``, ``"turn_limit"``
 when its ``max_turns`` is reached, ``"env"`` otherwise), the runner's cap
 (``"runner_max_turns"``) or the token budget (``"token_budget"``).
+
+Token budget: ``max_episode_tokens`` bounds the whole sequence, ``max_response_tokens`` what
+follows the prompt. It is kept while playing, never by cutting the sequence afterwards: the
+agent is told the room left (``Conversation.max_tokens``), a longer completion is cut to it
+(and the env steps on what is kept), and an observation that would leave no room for another
+completion ends the episode before it is appended. So the episode's rewards are those of the
+actions in its sequence.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ class EpisodePlayer:
     """Plays episodes of any env handle with one agent.
 
     ``mask_observations=False`` puts observation (and tool result) tokens in the loss too;
-    ``template_kwargs`` go to the chat template.
+    ``template_kwargs`` go to the chat template; the token budgets are the module's.
     """
 
     def __init__(
@@ -47,16 +54,24 @@ class EpisodePlayer:
         *,
         max_turns: int | None = None,
         max_episode_tokens: int | None = None,
+        max_response_tokens: int | None = None,
         mask_observations: bool = True,
         template_kwargs: dict[str, Any] | None = None,
     ):
         self.agent = agent
         self.acts_inline = acts_inline(agent)
         self.tokenizer = getattr(agent, "tokenizer", None)
-        if max_episode_tokens is not None and self.tokenizer is None:
-            raise ValueError("max_episode_tokens needs an agent with a tokenizer")
+        for name, budget in [
+            ("max_episode_tokens", max_episode_tokens),
+            ("max_response_tokens", max_response_tokens),
+        ]:
+            if budget is not None and self.tokenizer is None:
+                raise ValueError(f"{name} needs an agent with a tokenizer")
+            if budget is not None and budget < 1:
+                raise ValueError(f"{name} must be >= 1, got {budget}")
         self.max_turns = max_turns
         self.max_episode_tokens = max_episode_tokens
+        self.max_response_tokens = max_response_tokens
         self.mask_observations = mask_observations
         self.template_kwargs = template_kwargs
         self._recorders: dict[tuple, TokenRecorder] = {}
@@ -83,16 +98,26 @@ class EpisodePlayer:
             tool_format=env.tool_format,
         )
         recorder = None if self.tokenizer is None else self._recorder(env.tools)
+        token_limit = None
         if recorder is not None:
             conversation.prompt_ids = recorder.start(episode, messages)
+            token_limit = self._token_limit(len(episode.token_ids))
+            if token_limit is not None and len(episode.token_ids) >= token_limit:
+                episode.truncation_reason = TOKEN_BUDGET_REASON  # no room for a first action
+                episode.success = False
+                return
         limit, limit_reason = self._turn_limit(env)
         act = self.agent.act
         inline_act = self.acts_inline
         for turn_number in range(limit):
+            if token_limit is not None:
+                conversation.max_tokens = token_limit - len(episode.token_ids)
             action = act(conversation) if inline_act else await act(conversation)
             if not isinstance(action, Action):
                 action = await resolve_action(action)
             if recorder is not None:
+                if token_limit is not None:
+                    action = recorder.fit(action, conversation.max_tokens)
                 completion = recorder.add_action(episode, action, turn_number)
             if inline:
                 observation, reward, terminated, truncated, info = env.step(action.text)  # type: ignore[attr-defined]
@@ -123,19 +148,24 @@ class EpisodePlayer:
                 new = observation_messages(
                     observation, turns[-1].observation_role, info.get("tool_outputs")
                 )
-                conversation.prompt_ids = recorder.add_observation(
-                    episode, new, completion, turn_number
+                prompt_ids = recorder.add_observation(
+                    episode, new, completion, turn_number, limit=token_limit
                 )
-                if (
-                    self.max_episode_tokens is not None
-                    and len(episode.token_ids) >= self.max_episode_tokens
-                ):
+                if prompt_ids is None:
                     _truncate(episode, TOKEN_BUDGET_REASON)
                     break
+                conversation.prompt_ids = prompt_ids
         episode.success = bool(info.get("success", False))
         metrics = info.get("metrics")
         if metrics:
             episode.metrics = dict(metrics)
+
+    def _token_limit(self, prompt_length: int) -> int | None:
+        """The most tokens the episode's sequence may hold, given its prompt's length."""
+        limits = [self.max_episode_tokens]
+        if self.max_response_tokens is not None:
+            limits.append(prompt_length + self.max_response_tokens)
+        return min((limit for limit in limits if limit is not None), default=None)
 
     def _turn_limit(self, env: EnvHandle) -> tuple[int, str]:
         if self.max_turns is not None:

@@ -51,8 +51,9 @@ class Runner:
     """Runs tasks with one agent, ``concurrency`` episodes at a time.
 
     ``max_turns`` caps every episode (default: the env's own limit, else
-    :data:`~palaestra.runner.episode.DEFAULT_MAX_TURNS`); ``max_episode_tokens`` truncates an
-    episode whose token sequence grows past it (needs an agent with a tokenizer);
+    :data:`~palaestra.runner.episode.DEFAULT_MAX_TURNS`); ``max_episode_tokens`` bounds an
+    episode's token sequence and ``max_response_tokens`` what follows its prompt, while it is
+    played (:mod:`palaestra.runner.episode`; both need an agent with a tokenizer);
     ``process_workers`` > 0 hosts the envs in that many worker processes, and ``host`` any
     other :class:`~palaestra.runner.hosts.EnvHost`. ``mask_observations=False`` trains on
     observation and tool-result tokens too.
@@ -68,6 +69,7 @@ class Runner:
         concurrency: int = 64,
         max_turns: int | None = None,
         max_episode_tokens: int | None = None,
+        max_response_tokens: int | None = None,
         process_workers: int = 0,
         host: EnvHost | None = None,
         mask_observations: bool = True,
@@ -85,6 +87,7 @@ class Runner:
             agent,
             max_turns=max_turns,
             max_episode_tokens=max_episode_tokens,
+            max_response_tokens=max_response_tokens,
             mask_observations=mask_observations,
             template_kwargs=template_kwargs,
         )

@@ -12,6 +12,15 @@ That is independent of the real history, so templates that rewrite earlier turns
 drops the ``<think>`` block of every assistant turn before the last user message) cannot
 break it, and the cost per turn does not grow with the history.
 
+An observation that continues the assistant's message (``info["role"] == "assistant"``,
+Search-R1's ``<information>`` blocks) is appended as the tokens of its text alone: no
+end-of-turn marker, no new message, no generation prompt, since the policy goes on writing
+the same message. If the completion ended its turn (its last token is the template's
+end-of-turn token or EOS), that one token leaves the sequence: the message did not end after
+all. The sequence is then what the template renders for the joined message, and what
+Search-R1 builds (its observation string tokenized on its own, after a response cut at
+``</search>``).
+
 Where the sequence differs from ``apply_chat_template(full_history)``, by design:
 
 * earlier assistant turns keep exactly what the policy generated (Qwen3's template would strip
@@ -26,6 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from palaestra.agents.base import Action
+from palaestra.core.messages import continues_message
 from palaestra.core.types import Episode, Message
 
 _SENTINEL = "PALAESTRA_ASSISTANT_SENTINEL"
@@ -83,10 +93,24 @@ class ChatTokenizer:
 
         Includes the end-of-turn text the completion lacks (none when its last token is the
         template's end-of-turn token, e.g. ``<|im_end|>``) and the next generation prompt.
+        An observation that continues the assistant's message is its text's tokens alone.
         """
+        if continues_message(messages):
+            return self.encode("".join(str(m["content"]) for m in messages))
         delta = self._text_after_assistant(messages, add_generation_prompt=True)
         emitted = self._emitted_suffix(completion_ids)
         return self.encode(delta[len(emitted) :])
+
+    def ends_turn(self, completion_ids: list[int]) -> bool:
+        """Whether the completion's last token ends the turn: EOS, or the special token the
+        template writes after an assistant message (``<|im_end|>``, ``<|eot_id|>``)."""
+        if not completion_ids:
+            return False
+        last = completion_ids[-1:]
+        if last[0] == self.tokenizer.eos_token_id:
+            return True
+        special = self.tokenizer.decode(last, skip_special_tokens=True) == ""
+        return special and bool(self._emitted_suffix(last))
 
     def _emitted_suffix(self, completion_ids: list[int]) -> str:
         if not completion_ids:
@@ -130,12 +154,43 @@ class TokenRecorder:
         self._append(episode, ids, logprobs, 1, turn)
         return ids
 
+    def fit(self, action: Action, max_tokens: int) -> Action:
+        """``action`` cut to its first ``max_tokens`` tokens (the text decoded from them,
+        finish reason ``"length"``), as an engine asked for at most ``max_tokens`` would have
+        sampled it; unchanged when it fits."""
+        ids = action.token_ids or self.chat.encode(action.text)
+        if len(ids) <= max_tokens:
+            return action
+        kept = ids[:max_tokens]
+        text = self.chat.tokenizer.decode(kept, skip_special_tokens=True)
+        return Action(text, kept, action.logprobs[:max_tokens], "length")
+
     def add_observation(
-        self, episode: Episode, messages: list[Message], completion_ids: list[int], turn: int
-    ) -> list[int]:
+        self,
+        episode: Episode,
+        messages: list[Message],
+        completion_ids: list[int],
+        turn: int,
+        *,
+        limit: int | None = None,
+    ) -> list[int] | None:
         """Record an observation (its messages) as the template delta; returns the whole
-        sequence."""
+        sequence, or None (recording nothing) when the sequence would then leave no room
+        under ``limit`` tokens for another completion. Before an observation that continues
+        the assistant's message, a last token of the completion that ended the turn is taken
+        out of the sequence."""
+        reopen = continues_message(messages) and self.chat.ends_turn(completion_ids)
         ids = self.chat.observation_ids(messages, completion_ids)
+        if limit is not None and len(episode.token_ids) - reopen + len(ids) >= limit:
+            return None
+        if reopen:
+            for values in (
+                episode.token_ids,
+                episode.logprobs,
+                episode.loss_mask,
+                episode.turn_index,
+            ):
+                values.pop()
         self._append(episode, ids, [0.0] * len(ids), self.observation_mask, turn)
         return episode.token_ids
 

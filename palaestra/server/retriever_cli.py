@@ -8,7 +8,9 @@ from typing import Annotated
 
 import typer
 
-from palaestra.server.retriever import TOKEN_ENV, check_binding
+from palaestra.server.retriever import DEFAULT_TOPK, TOKEN_ENV, RetrieverLimits, check_binding
+
+_LIMITS = RetrieverLimits()
 
 
 def serve_retriever_command(
@@ -28,6 +30,22 @@ def serve_retriever_command(
     token: Annotated[
         str | None, typer.Option(help=f"Bearer token clients must send (default ${TOKEN_ENV}).")
     ] = None,
+    topk: Annotated[
+        int, typer.Option(min=1, help="Documents per query when a request's topk is null or 0.")
+    ] = DEFAULT_TOPK,
+    max_queries: Annotated[
+        int, typer.Option(min=1, help="Queries one request may send.")
+    ] = _LIMITS.max_queries,
+    max_documents: Annotated[
+        int, typer.Option(min=1, help="Documents one request may ask for (queries x topk).")
+    ] = _LIMITS.max_documents,
+    max_body_mb: Annotated[
+        float, typer.Option(min=0.001, help="Largest request body, in MiB.")
+    ] = _LIMITS.max_body_bytes / 2**20,
+    request_timeout: Annotated[
+        float,
+        typer.Option(min=0.001, help="Seconds a connection has to send a whole request."),
+    ] = _LIMITS.request_timeout_s,
 ) -> None:
     """Serve BM25 retrieval over HTTP with Search-R1's API (POST /retrieve)."""
     from palaestra.envs.search.files import load_corpus
@@ -41,9 +59,12 @@ def serve_retriever_command(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    limits = RetrieverLimits(max_queries, max_documents, int(max_body_mb * 2**20), request_timeout)
     docs = load_corpus(corpus) if corpus else build_world(world_seed).docs
     typer.echo(f"serving {len(docs)} documents on http://{host}:{port}/retrieve")
-    serve_retriever(BM25Retriever(docs), host=host, port=port, token=token)
+    serve_retriever(
+        BM25Retriever(docs), host=host, port=port, token=token, topk=topk, limits=limits
+    )
 
 
 def register_cli(app: typer.Typer) -> None:

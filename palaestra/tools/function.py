@@ -18,7 +18,9 @@ The arguments model is built with pydantic, so the JSON schema the model sees an
 validation its arguments go through are the same object. A call never raises: invalid
 arguments, a :class:`ToolError` the function raises to refuse (a policy the tool enforces),
 or any other exception become an ``error: ...`` observation. Non-string results are sent as
-JSON. Works for functions, bound methods (tools over an env's state) and ``async def``.
+JSON. Every observation a tool returns, error texts included, is capped at
+``max_output_chars`` (:func:`cap`): an argument a tool echoes in its error cannot blow up the
+context. Works for functions, bound methods (tools over an env's state) and ``async def``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,17 @@ from typing import Any, get_type_hints, overload
 import pydantic
 
 MAX_OUTPUT_CHARS = 8000
+
+
+def cap(text: str, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+    """``text`` cut to ``max_chars`` characters, with a note that it was cut.
+
+    >>> cap("x" * 10, 4)
+    'xxxx\\n(output truncated)'
+    """
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars] + "\n(output truncated)"
 
 
 def run_coroutine(coroutine: Coroutine[Any, Any, Any]) -> Any:
@@ -171,7 +184,7 @@ class FunctionTool:
         try:
             model = self.arguments.model_validate(arguments)
         except pydantic.ValidationError as error:
-            return describe_validation_error(self.name, error)
+            return cap(describe_validation_error(self.name, error), self.max_output_chars)
         return {field: getattr(model, field) for field in type(model).model_fields}
 
     def render(self, result: Any) -> str:
@@ -182,14 +195,14 @@ class FunctionTool:
             text = result.model_dump_json()
         else:
             text = json.dumps(result, ensure_ascii=False, default=str)
-        if len(text) > self.max_output_chars:
-            text = text[: self.max_output_chars] + "\n(output truncated)"
-        return text
+        return cap(text, self.max_output_chars)
 
     def _failure(self, error: Exception) -> str:
         if isinstance(error, ToolError):
-            return f"error: {self.name}: {error}"
-        return f"error: {self.name} failed: {type(error).__name__}: {error}"
+            text = f"error: {self.name}: {error}"
+        else:
+            text = f"error: {self.name} failed: {type(error).__name__}: {error}"
+        return cap(text, self.max_output_chars)
 
     def call(self, arguments: dict[str, Any]) -> str:
         kwargs = self.validate(arguments)

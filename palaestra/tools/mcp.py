@@ -16,8 +16,10 @@ one. ``per_episode=True``, for stateful servers: each episode gets a connection 
 (over stdio, a server process of its own), opened by the episode's first call and closed by
 ``reset()`` (which :class:`~palaestra.envs.tool_env.ToolEnv` calls when an episode starts and
 when it ends) or ``close()``; a server that dies stays down until the next episode. A
-per-episode toolset serves one env: a registered spec builds one per env. The schemas are
-listed once, when the toolset is made, over a short probe connection.
+per-episode toolset serves one env at a time (its connection holds one episode's state):
+:class:`~palaestra.envs.tool_env.ToolEnv` attaches it, a second env raises ``ValueError``
+until the first is closed, and a registered spec builds one per env. The schemas are listed
+once, when the toolset is made, over a short probe connection.
 
 Each connection runs the SDK's async client on an event loop in a thread of its own, so the
 sync ``call`` and the async ``acall`` (which never blocks the caller's loop) both work and
@@ -42,12 +44,13 @@ import shlex
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from palaestra.tools.function import MAX_OUTPUT_CHARS, function_schema
+from palaestra.tools.function import MAX_OUTPUT_CHARS, cap, function_schema
 
 CONNECTION_CLOSED = -32000
 """The JSON-RPC error code the SDK gives requests whose connection closed (server exited)."""
@@ -416,9 +419,7 @@ def render_result(name: str, result: dict[str, Any], max_chars: int = MAX_OUTPUT
     text = "\n".join(parts) or "(no output)"
     if result.get("isError"):
         text = f"error: {name}: {text}"
-    if len(text) > max_chars:
-        text = text[:max_chars] + "\n(output truncated)"
-    return text
+    return cap(text, max_chars)
 
 
 class MCPTool:
@@ -443,6 +444,13 @@ class MCPTool:
         """The error text for arguments that do not fit the tool's schema, else None."""
         if not isinstance(arguments, dict):
             return f"error: {self.name}: arguments must be a JSON object, got {type(arguments).__name__}"
+        problems = self._schema_problems(arguments)
+        if problems is None:
+            return None
+        return cap(f"error: {self.name}: {problems}", self.toolset.max_output_chars)
+
+    def _schema_problems(self, arguments: dict[str, Any]) -> str | None:
+        """What does not fit the tool's input schema (the server checks what we cannot)."""
         if self._validator is None:
             return None
         try:
@@ -452,7 +460,7 @@ class MCPTool:
         if not errors:
             return None
         errors.sort(key=lambda e: [str(part) for part in e.path])
-        return f"error: {self.name}: " + "; ".join(_argument_problem(e) for e in errors)
+        return "; ".join(_argument_problem(e) for e in errors)
 
     def _submit(self, arguments: dict[str, Any]) -> tuple[_Connection, Future[Any]]:
         connection = self.toolset._connection()
@@ -466,7 +474,8 @@ class MCPTool:
             error = MCPServerError(f"failed: {_describe(error)}")
         if connection is not None:
             error = self.toolset._explain(connection, error)
-        return f"error: {self.name}: MCP server {self.toolset.server} {error}"
+        text = f"error: {self.name}: MCP server {self.toolset.server} {error}"
+        return cap(text, self.toolset.max_output_chars)
 
     def call(self, arguments: dict[str, Any]) -> str:
         problem = self._check(arguments)
@@ -491,6 +500,10 @@ class MCPTool:
         except Exception as error:
             return self._failure(connection, error)
         return render_result(self.name, result, self.toolset.max_output_chars)
+
+    def attach(self, env: object) -> None:
+        """Record that ``env`` uses this tool (see :meth:`MCPToolset.attach`)."""
+        self.toolset.attach(env)
 
     def reset(self) -> None:
         """Start a new episode: closes the toolset's per-episode connection (if it has one)."""
@@ -540,6 +553,7 @@ class MCPToolset:
         self._lock = threading.Lock()
         self._live: _Connection | None = None
         self._retired: list[_Connection] = []
+        self._env: weakref.ref[object] | None = None
         try:
             self.tools: list[MCPTool] = self._make_tools(include, prefix)
         except BaseException:
@@ -598,6 +612,24 @@ class MCPToolset:
         connection.stop()
         self._retired = [c for c in self._retired if c.running] + [connection]
 
+    def attach(self, env: object) -> None:
+        """Record that ``env`` uses this toolset. A per-episode toolset serves one env at a
+        time: its connection holds one episode's state, and a second env's resets and calls
+        would mix into it, so attaching another env while the first is alive and not closed
+        raises. A shared toolset serves any number of envs."""
+        if not self.per_episode:
+            return
+        with self._lock:
+            current = self._env() if self._env is not None else None
+            if current is not None and current is not env:
+                raise ValueError(
+                    f"the per-episode MCP toolset of {self.server} already serves {current!r}; "
+                    "two envs would mix their episodes' state in one connection. Give each env "
+                    "its own toolset (a spec {'name': 'mcp', ...} builds one per env), or close "
+                    "the other env first"
+                )
+            self._env = weakref.ref(env)
+
     def reset(self) -> None:
         """Start a new episode: a per-episode connection closes (a shared one stays open)."""
         if not self.per_episode:
@@ -611,7 +643,7 @@ class MCPToolset:
         """Close every connection and wait (bounded) until stdio servers have exited."""
         with self._lock:
             connections = [c for c in (self._live, *self._retired) if c is not None]
-            self._live, self._retired = None, []
+            self._live, self._retired, self._env = None, [], None
         for connection in connections:
             connection.stop()
         for connection in connections:

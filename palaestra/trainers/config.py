@@ -9,6 +9,7 @@ Unknown keys are errors (a typo must not silently fall back to a default).
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from palaestra.agents.devices import DEVICE_PATTERN
 from palaestra.trainers.advantages import DISCOUNTED_ESTIMATORS, GROUPED_ESTIMATORS
 
 
@@ -156,12 +158,28 @@ class LoraConfig(_Section):
 
 
 class ModelConfig(_Section):
-    """The policy model."""
+    """The policy model, and where it trains (see :mod:`palaestra.trainers.placement`)."""
 
     path: str | None = Field(None, description="local path or id of a causal LM")
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    device: str = Field(
+        "auto",
+        description="auto (the GPU when there is one), cpu, cuda or cuda:N: where the policy, "
+        "the reference model and the HF engine run",
+    )
     lora: LoraConfig | None = None
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool | None = Field(
+        None,
+        description="recompute activations in the backward pass (less memory, about a third "
+        "more update time); null: on when model.device is a GPU",
+    )
+
+    @field_validator("device")
+    @classmethod
+    def _check_device(cls, value: str) -> str:
+        if not re.fullmatch(DEVICE_PATTERN, value):
+            raise ValueError(f"model.device must be auto, cpu, cuda or cuda:N; got {value!r}")
+        return value
 
 
 class VLLMConfig(_Section):

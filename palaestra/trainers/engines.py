@@ -47,7 +47,8 @@ class RolloutEngine(Protocol):
 
 
 class HFEngine:
-    """Rollouts with a transformers model, the trainer's own or a copy of it.
+    """Rollouts with a transformers model, the trainer's own or a copy of it, on ``device``
+    (default: the model's).
 
     >>> engine = HFEngine(model, tokenizer, Sampling(max_tokens=16))  # doctest: +SKIP
     """
@@ -59,9 +60,10 @@ class HFEngine:
         sampling: Sampling,
         *,
         share_model: bool = True,
+        device: Any = None,
     ) -> None:
         self.share_model = share_model
-        device = str(next(model.parameters()).device)
+        device = str(device or next(model.parameters()).device)
         rollout_model = model if share_model else copy.deepcopy(model)
         self.agent = HFAgent(rollout_model, tokenizer=tokenizer, sampling=sampling, device=device)
 
@@ -202,11 +204,13 @@ def make_engine(
     path: str | None = None,
     share_model: bool = True,
     vllm: VLLMConfig | None = None,
+    device: Any = None,
 ) -> RolloutEngine:
     """The rollout engine named by ``rollout.engine`` in the config (``"hf"`` or ``"vllm"``);
-    ``vllm`` (``rollout.vllm``) has vLLM's engine options, or the URL of a ``vllm serve``."""
+    ``vllm`` (``rollout.vllm``) has vLLM's engine options, or the URL of a ``vllm serve``;
+    ``device`` is where the HF engine generates (vLLM places itself)."""
     if kind == "hf":
-        return HFEngine(model, tokenizer, sampling, share_model=share_model)
+        return HFEngine(model, tokenizer, sampling, share_model=share_model, device=device)
     if kind != "vllm":
         raise ValueError(f"unknown rollout engine {kind!r}; expected 'hf' or 'vllm'")
     vllm = vllm or VLLMConfig()

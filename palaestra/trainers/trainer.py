@@ -54,6 +54,7 @@ from palaestra.trainers.config import TrainerConfig
 from palaestra.trainers.engines import RolloutEngine, make_engine
 from palaestra.trainers.filters import apply_filters, drop_stale
 from palaestra.trainers.metrics_log import MetricsLogger
+from palaestra.trainers.placement import place_models, training_device
 from palaestra.trainers.update import PolicyUpdater
 
 CHECKPOINT_DIR = "checkpoints"
@@ -75,7 +76,8 @@ class Trainer:
     ``model`` is the policy (LoRA already applied if wanted; :meth:`from_config` does it from
     the config), ``tokenizer`` its Hugging Face tokenizer with a chat template. ``engine``
     overrides the rollout engine the config names; ``ref_model`` is needed when
-    ``loss.kl_coef > 0``.
+    ``loss.kl_coef > 0``. Both models move to ``model.device``, where the HF engine runs too
+    (:mod:`palaestra.trainers.placement`).
     """
 
     def __init__(
@@ -89,6 +91,8 @@ class Trainer:
         console: Console | None = None,
     ) -> None:
         self.config = config
+        self.device = place_models(config.model, model, ref_model)
+        """Where the policy, the reference model and the HF engine run (``model.device``)."""
         self.model = model
         self.tokenizer = tokenizer
         self.console = console or Console()
@@ -105,6 +109,7 @@ class Trainer:
             path=config.model.path,
             share_model=rollout.max_staleness == 0,
             vllm=rollout.vllm,
+            device=self.device,
         )
         runner_options = {
             "concurrency": rollout.concurrency,
@@ -132,7 +137,8 @@ class Trainer:
     @classmethod
     def from_config(cls, config: TrainerConfig, *, console: Console | None = None) -> Trainer:
         """Load the policy (and a frozen reference when ``loss.kl_coef > 0``) from
-        ``model.path``, apply LoRA if configured, and build the trainer."""
+        ``model.path``, apply LoRA if configured, and build the trainer on ``model.device``."""
+        training_device(config.model)  # an absent device fails before the model loads
         model, tokenizer = load_policy(config)
         ref_model = None
         if config.loss.kl_coef > 0:
@@ -410,8 +416,6 @@ def load_policy(config: TrainerConfig) -> tuple[nn.Module, Any]:
     model = AutoModelForCausalLM.from_pretrained(
         config.model.path, dtype=getattr(torch, config.model.dtype)
     )
-    if config.model.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
     return model, tokenizer
 
 

@@ -1,6 +1,7 @@
 """One policy update of a causal LM on a :class:`~palaestra.trainers.batch.TrainBatch`.
 
-The update recomputes the policy's token logprobs in micro-batches, applies the policy loss of
+The update recomputes the policy's token logprobs in micro-batches (never holding a whole
+micro-batch's float32 logits: :mod:`palaestra.trainers.token_logprobs`), applies the policy loss of
 :mod:`palaestra.trainers.losses` normalized by whole-mini-batch counts (so gradient accumulation
 gives the same gradient as one big batch), clips the gradient norm and steps AdamW and its
 learning-rate schedule. Everything that depends on the whole mini-batch is computed before its
@@ -30,31 +31,10 @@ from torch import Tensor, nn
 
 from palaestra.trainers.batch import TrainBatch
 from palaestra.trainers.config import OptimConfig, TrainerConfig
-from palaestra.trainers.losses import compute_policy_loss, covariance_tokens, token_entropy
+from palaestra.trainers.losses import compute_policy_loss, covariance_tokens
+from palaestra.trainers.token_logprobs import sequence_logprobs
 
-
-def sequence_logprobs(
-    model: nn.Module,
-    input_ids: Tensor,
-    attention_mask: Tensor,
-    *,
-    temperature: float = 1.0,
-    with_entropy: bool = False,
-) -> tuple[Tensor, Tensor | None]:
-    """Log-probability of every token given the ones before it, aligned with ``input_ids``.
-
-    ``logp[:, t] = log softmax(logits[:, t-1] / temperature)[input_ids[:, t]]`` and
-    ``logp[:, 0] = 0``; with ``with_entropy`` also the entropy of the same distributions
-    (``entropy[:, 0] = 0``). Dividing by the rollout temperature makes the logprobs those of
-    the distribution the tokens were sampled from.
-    """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-    logits = logits.float() / temperature
-    targets = input_ids[:, 1:].unsqueeze(-1)
-    logp = logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-    first = logp.new_zeros(logp.shape[0], 1)
-    entropy = torch.cat([first, token_entropy(logits)], dim=1) if with_entropy else None
-    return torch.cat([first, logp], dim=1), entropy
+__all__ = ["PolicyUpdater", "build_optimizer", "lr_factor", "sequence_logprobs"]
 
 
 def build_optimizer(

@@ -1,46 +1,73 @@
-"""Execution-based SQL grading: run both queries on the database, compare the results.
+"""Execution-based SQL grading on SQLite: run the gold and the predicted query, compare.
 
 >>> execution_match("SELECT name FROM t ORDER BY id", "SELECT name FROM t", db)  # doctest: +SKIP
 1.0
 
-Rules of :func:`execution_match` (the predicted query matches the gold one when):
+:func:`execution_match` scores 1 when the predicted query returns the gold query's result
+under the rules of :mod:`palaestra.verifiers.sql_compare` (exact integers, float
+tolerance, any column order, rows as a multiset unless the gold orders them, tied rows
+in any order). The gold query always runs on the SQLite file, whatever backend runs the
+predicted one (``backend="duckdb"``: :mod:`palaestra.verifiers.sql_duckdb`), so a
+dialect never changes what the right answer is.
 
-* **rows** are compared as multisets (duplicates count, order ignored) unless the gold
-  query's outermost statement has an ``ORDER BY``: then the order must match too;
-* **columns** are compared by position; when that fails and both results have the same
-  number of columns (at most :data:`MAX_PERMUTED_COLUMNS`), any order of the predicted
-  columns is accepted (``SELECT b, a`` answers ``SELECT a, b``). Column names never matter;
-* **values**: NULL equals NULL; numbers compare by value across int and float
-  (``3 == 3.0``) with relative tolerance ``float_tolerance``; text and blobs exactly;
-* **limits**: each query runs on a read-only connection (:func:`connect_readonly`) under a
-  ``timeout`` and a ``max_rows`` cap; a predicted query that fails, times out or exceeds
-  the cap scores 0. A gold query that fails raises :class:`SQLError` (a broken task is not
-  a wrong answer).
-
-Queries in another dialect are transpiled with ``sqlglot`` (``dialect="mysql"``,
-``"postgres"``...), which also gives syntax errors a readable message. ``backend="duckdb"``
-(extra ``duckdb``) runs the queries on DuckDB instead of SQLite
-(:mod:`palaestra.verifiers.sql_duckdb`).
+The SQLite backend (:class:`SQLiteDatabase`): each query runs on a read-only connection
+(:func:`connect_readonly`) with an authorizer that allows reading only, under a time
+limit (a progress handler), a cap on any one value (:data:`MAX_VALUE_BYTES`), and caps on
+the rows and total bytes fetched (:func:`~palaestra.verifiers.sql_backend.fetch_rows`).
+A predicted query that fails, runs out of time or exceeds a cap scores 0; a gold query
+that fails raises :class:`SQLError` (a broken task is not a wrong answer).
 """
 
 from __future__ import annotations
 
-import functools
-import itertools
-import math
 import re
 import sqlite3
+import threading
 import time
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-DEFAULT_TIMEOUT = 5.0
-DEFAULT_MAX_ROWS = 10_000
-MAX_PERMUTED_COLUMNS = 6
-MAX_SQL_CHARS = 20_000
+from palaestra.verifiers.sql_backend import (
+    BACKENDS,
+    DEFAULT_MAX_ROWS,
+    DEFAULT_TIMEOUT,
+    MAX_SQL_CHARS,
+    READ_ONLY_MESSAGE,
+    Database,
+    QueryResult,
+    SQLError,
+    check_size,
+    fetch_rows,
+    open_database,
+    transpile,
+)
+from palaestra.verifiers.sql_compare import (
+    DEFAULT_FLOAT_TOLERANCE,
+    keyed_query,
+    orders_rows,
+    results_match,
+    tie_blocks,
+)
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_MAX_ROWS",
+    "DEFAULT_TIMEOUT",
+    "Gold",
+    "QueryResult",
+    "SQLError",
+    "SQLiteDatabase",
+    "answer_matches",
+    "connect_readonly",
+    "execution_match",
+    "open_database",
+    "run_query",
+    "to_sqlite",
+]
+
+T = TypeVar("T")
 MAX_VALUE_BYTES = 100_000
 """The largest string or blob a query may build."""
 PROGRESS_OPCODES = 1_000
@@ -50,40 +77,19 @@ _ALLOWED_PRAGMAS = frozenset(
     {"table_info", "table_xinfo", "foreign_key_list", "index_list", "index_info"}
 )
 _DENIED_FUNCTIONS = frozenset(
-    {"load_extension", "readfile", "writefile", "edit", "printf", "format"}
+    {"load_extension", "readfile", "writefile", "edit", "printf", "format", "fts3_tokenizer"}
 )
-"""Extension loading, the shell's file functions, and printf/format: a single printf call
-loops over its width (``printf('%.*c', 2147483647, 'x')`` runs for seconds) where neither
-the progress handler nor an interrupt can stop it."""
-
+"""Extension loading, the shell's file functions, ``fts3_tokenizer`` (it returns a
+library pointer and registers tokenizers on the connection), and printf/format: a single
+printf call loops over its width (``printf('%.*c', 2147483647, 'x')`` runs for seconds)
+where neither the progress handler nor an interrupt can stop it."""
 
 _READ_STATEMENT = re.compile(
     r"(?is)^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*(select|with|values|pragma)\b"
 )
 """A statement that can only read (after leading whitespace and comments); the authorizer
 and the read-only connection enforce it, this check says so early and clearly."""
-READ_ONLY_MESSAGE = (
-    "not allowed: the database is read-only (SELECT queries only; no writes, ATTACH, "
-    "PRAGMA changes or extensions)"
-)
-
-
-class SQLError(Exception):
-    """A query that could not run: the message says why, in words an agent can act on.
-    ``syntax`` is whether it could not even be parsed (a malformed answer)."""
-
-    def __init__(self, message: str, *, syntax: bool = False) -> None:
-        super().__init__(message)
-        self.syntax = syntax
-
-
-@dataclass(frozen=True, slots=True)
-class QueryResult:
-    """Rows of a query (at most the row cap), its column names, and whether rows were cut."""
-
-    columns: list[str]
-    rows: list[tuple[Any, ...]]
-    truncated: bool = False
+_SQLITE_SYNTAX = ("syntax error", "incomplete input", "unrecognized token")
 
 
 @dataclass(slots=True)
@@ -134,42 +140,6 @@ def to_sqlite(sql: str, dialect: str | None = None) -> str:
     return transpile(sql, dialect or "sqlite", "sqlite")
 
 
-def transpile(sql: str, read: str, write: str) -> str:
-    """``sql`` of dialect ``read`` as dialect ``write`` (unchanged when they are the same),
-    checked by sqlglot: :class:`SQLError` for a syntax error or several statements."""
-    import sqlglot
-    from sqlglot.errors import ParseError, SqlglotError
-
-    check_size(sql)
-    try:
-        statements = [s for s in sqlglot.parse(sql, read=read) if s is not None]
-    except ParseError as error:
-        details = error.errors[0] if error.errors else {}
-        where = (
-            f" near {details['highlight']!r} (line {details['line']}, column {details['col']})"
-            if details.get("highlight")
-            else ""
-        )
-        message = f"syntax error{where}: {details.get('description') or error}"
-        raise SQLError(message, syntax=True) from None
-    except (SqlglotError, RecursionError) as error:
-        message = f"syntax error: {str(error)[:200] or type(error).__name__}"
-        raise SQLError(message, syntax=True) from None
-    if len(statements) != 1:
-        raise SQLError(f"give exactly one SQL statement, got {len(statements)}", syntax=True)
-    if read == write:
-        return sql.strip().rstrip(";")
-    return statements[0].sql(dialect=write)
-
-
-def check_size(sql: str) -> None:
-    """Refuse an empty query or one over :data:`MAX_SQL_CHARS` characters."""
-    if len(sql) > MAX_SQL_CHARS:
-        raise SQLError(f"the query is {len(sql)} characters long; the limit is {MAX_SQL_CHARS}")
-    if not sql.strip():
-        raise SQLError("the query is empty", syntax=True)
-
-
 def _syntax_error(sql: str, sqlite_message: str) -> SQLError:
     """The error for a query SQLite could not parse: sqlglot's message names where."""
     try:
@@ -177,9 +147,6 @@ def _syntax_error(sql: str, sqlite_message: str) -> SQLError:
     except SQLError as error:
         return error
     return SQLError(f"syntax error: {sqlite_message}", syntax=True)
-
-
-_SQLITE_SYNTAX = ("syntax error", "incomplete input", "unrecognized token")
 
 
 def run_query(
@@ -190,8 +157,9 @@ def run_query(
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> QueryResult:
     """Run one read-only SQLite query with a time limit (a progress handler interrupts it)
-    and at most ``max_rows`` rows fetched; raises :class:`SQLError` with the reason
-    otherwise. SQLite parses the query; sqlglot only words the message of a syntax error."""
+    and at most ``max_rows`` rows and :data:`~palaestra.verifiers.sql_backend.MAX_RESULT_BYTES`
+    fetched; raises :class:`SQLError` with the reason otherwise. SQLite parses the query;
+    sqlglot only words the message of a syntax error."""
     check_size(sql)
     if not _READ_STATEMENT.match(sql):
         to_sqlite(sql)  # a syntax error says so; a statement that parses is not a query
@@ -200,7 +168,7 @@ def run_query(
     connection.set_progress_handler(deadline.expired, PROGRESS_OPCODES)
     try:
         cursor = connection.execute(sql)
-        rows = cursor.fetchmany(max_rows + 1)
+        rows, truncated = fetch_rows(cursor, max_rows)
     except sqlite3.OperationalError as error:
         if str(error) == "interrupted":
             raise SQLError(f"the query ran past the time limit of {timeout:g} s") from None
@@ -218,18 +186,22 @@ def run_query(
     finally:
         connection.set_progress_handler(None, 0)
     columns = [d[0] for d in cursor.description or ()]
-    return QueryResult(columns, rows[:max_rows], truncated=len(rows) > max_rows)
+    return QueryResult(columns, rows, truncated=truncated)
 
 
 class SQLiteDatabase:
-    """A read-only SQLite database (:func:`connect_readonly`); the DuckDB backend
-    (:class:`~palaestra.verifiers.sql_duckdb.DuckDBDatabase`) has the same methods."""
+    """A read-only SQLite database (:func:`connect_readonly`); implements
+    :class:`~palaestra.verifiers.sql_backend.Database`."""
 
     dialect = "sqlite"
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.connection = connect_readonly(self.path)
+
+    @classmethod
+    def from_sqlite(cls, path: str | Path) -> SQLiteDatabase:
+        return cls(path)
 
     def query(
         self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
@@ -264,89 +236,69 @@ class SQLiteDatabase:
         self.connection.close()
 
 
-BACKENDS = ("sqlite", "duckdb")
+@dataclass
+class Gold:
+    """A gold query's result on its SQLite database (:meth:`run`), and how rows are ordered."""
+
+    sql: str
+    rows: list[tuple[Any, ...]]
+    ordered: bool
+    database: SQLiteDatabase
+    timeout: float = DEFAULT_TIMEOUT
+    _blocks: list[int] | None = field(default=None, repr=False)
+
+    @classmethod
+    def run(
+        cls,
+        database: SQLiteDatabase,
+        sql: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_rows: int = DEFAULT_MAX_ROWS,
+    ) -> Gold:
+        """Run ``sql`` on ``database``; :class:`SQLError` if it fails or is cut at ``max_rows``."""
+        result = database.query(sql, timeout=timeout, max_rows=max_rows)
+        if result.truncated:
+            raise SQLError(f"the gold query returns more than max_rows={max_rows} rows")
+        return cls(sql, result.rows, orders_rows(sql), database, timeout)
+
+    def tie_blocks(self) -> list[int] | None:
+        """Sizes of the runs of consecutive rows the gold's ORDER BY keys tie on (run once,
+        with the keys as extra columns); None when they cannot be read, so order is strict."""
+        if self._blocks is None:
+            self._blocks = self._read_tie_blocks() or [1] * len(self.rows)
+        return self._blocks
+
+    def _read_tie_blocks(self) -> list[int] | None:
+        keyed = keyed_query(self.sql)
+        if keyed is None:
+            return None
+        try:
+            result = self.database.query(keyed.sql, timeout=self.timeout, max_rows=len(self.rows))
+        except SQLError:
+            return None
+        columns, keys = keyed.split(result.rows)
+        if result.truncated or columns != [tuple(row) for row in self.rows]:
+            return None  # the extra columns changed the rows (DISTINCT): keep the order strict
+        return tie_blocks(keys)
 
 
-def open_database(path: str | Path, backend: str = "sqlite") -> Any:
-    """A read-only database of ``backend``: ``path`` is a SQLite file, for DuckDB too (its
-    DuckDB copy is built once, :func:`~palaestra.verifiers.sql_duckdb.duckdb_copy`)."""
-    if backend == "sqlite":
-        return SQLiteDatabase(path)
-    if backend == "duckdb":
-        from palaestra.verifiers.sql_duckdb import DuckDBDatabase, duckdb_copy
-
-        return DuckDBDatabase(duckdb_copy(path))
-    raise ValueError(f"unknown SQL backend {backend!r}; choose one of {BACKENDS}")
-
-
-@functools.lru_cache(maxsize=4096)
-def transpile_gold(sql: str, dialect: str) -> str:
-    """A SQLite gold query in ``dialect`` (cached: gold queries repeat)."""
-    if dialect == "sqlite":
-        return sql
-    import sqlglot
-
-    return sqlglot.transpile(sql, read="sqlite", write=dialect)[0]
-
-
-@functools.lru_cache(maxsize=4096)
-def orders_rows(sql: str) -> bool:
-    """Whether the outermost statement of ``sql`` has an ORDER BY (its row order is part of
-    the answer)."""
-    import sqlglot
-    from sqlglot import exp
-
-    try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
-    except (sqlglot.errors.SqlglotError, RecursionError):
-        return False
-    while isinstance(tree, exp.Subquery):
-        tree = tree.this
-    return tree.args.get("order") is not None
-
-
-def _key(value: Any, digits: int) -> Any:
-    """A hashable form of a cell under the tolerance: numbers by rounded value, else as is."""
-    if isinstance(value, bool):
-        value = int(value)
-    if isinstance(value, int | float):
-        number = float(value)
-        if math.isnan(number) or math.isinf(number):
-            return ("num", str(number))
-        return ("num", float(f"{number:.{digits}g}"))
-    return (type(value).__name__, value)
-
-
-def _tolerance_digits(tolerance: float) -> int:
-    return max(1, min(15, round(-math.log10(tolerance)))) if tolerance > 0 else 15
-
-
-def results_match(
-    predicted: Sequence[tuple[Any, ...]],
-    gold: Sequence[tuple[Any, ...]],
-    *,
-    ordered: bool = False,
-    float_tolerance: float = 1e-6,
+def answer_matches(
+    result: QueryResult, gold: Gold, float_tolerance: float = DEFAULT_FLOAT_TOLERANCE
 ) -> bool:
-    """Whether two results are equal under the rules in the module docstring."""
-    if len(predicted) != len(gold):
+    """Whether a predicted result is the gold's answer (a truncated one never is)."""
+    if result.truncated:
         return False
-    if not gold:
+    if results_match(result.rows, gold.rows, ordered=gold.ordered, float_tolerance=float_tolerance):
         return True
-    width = len(gold[0])
-    if any(len(row) != width for row in predicted):
+    if not gold.ordered or not results_match(
+        result.rows, gold.rows, float_tolerance=float_tolerance
+    ):
         return False
-    digits = _tolerance_digits(float_tolerance)
-    gold_keys = [tuple(_key(v, digits) for v in row) for row in gold]
-    orders = [tuple(range(width))]
-    if width <= MAX_PERMUTED_COLUMNS:
-        orders += [p for p in itertools.permutations(range(width)) if p != orders[0]]
-    gold_target = gold_keys if ordered else Counter(gold_keys)
-    for order in orders:
-        keys = [tuple(_key(row[i], digits) for i in order) for row in predicted]
-        if (keys if ordered else Counter(keys)) == gold_target:
-            return True
-    return False
+    blocks = gold.tie_blocks()
+    return results_match(
+        result.rows, gold.rows, ordered=True, float_tolerance=float_tolerance, tie_blocks=blocks
+    )
 
 
 def execution_match(
@@ -356,38 +308,67 @@ def execution_match(
     *,
     timeout: float = DEFAULT_TIMEOUT,
     max_rows: int = DEFAULT_MAX_ROWS,
-    float_tolerance: float = 1e-6,
+    float_tolerance: float = DEFAULT_FLOAT_TOLERANCE,
     dialect: str | None = None,
     backend: str = "sqlite",
 ) -> float:
-    """1.0 when ``predicted_sql`` returns the same result as ``gold_sql`` on ``db_path``
-    (rules in the module docstring), else 0.0. Never raises for a bad predicted query.
-    ``backend="duckdb"`` runs both on the DuckDB copy of the SQLite file ``db_path``; the
-    gold query is SQLite's (transpiled), the predicted one DuckDB's (or ``dialect``'s)."""
-    database = open_database(db_path, backend)
+    """1.0 when ``predicted_sql`` returns the same result as ``gold_sql`` on the SQLite file
+    ``db_path`` (rules in the module docstring), else 0.0. Never raises for a bad predicted
+    query. The gold query is SQLite's and runs on SQLite; the predicted one runs on
+    ``backend`` in its dialect (or is transpiled from ``dialect``); on another backend, at
+    the same time as the gold (its worker process works while SQLite does)."""
+    gold_database = SQLiteDatabase(db_path)
+    database = gold_database if backend == "sqlite" else open_database(db_path, backend)
     try:
-        target = database.dialect
+        predicted = _start(
+            lambda: _run_predicted(database, predicted_sql, dialect, timeout, max_rows),
+            background=database is not gold_database,
+        )
         try:
-            predicted = (
-                predicted_sql
-                if dialect in (None, target)
-                else transpile(predicted_sql, dialect, target)
-            )
-        except SQLError:
+            gold = Gold.run(gold_database, gold_sql, timeout=timeout, max_rows=max_rows)
+        finally:
+            result = predicted()
+        if result is None:
             return 0.0
-        gold = database.query(transpile_gold(gold_sql, target), timeout=timeout, max_rows=max_rows)
-        if gold.truncated:
-            raise SQLError(f"the gold query returns more than max_rows={max_rows} rows")
-        try:
-            result = database.query(predicted, timeout=timeout, max_rows=max_rows)
-        except SQLError:
-            return 0.0
+        return float(answer_matches(result, gold, float_tolerance))  # may read the gold's ties
     finally:
-        database.close()
-    if result.truncated:
-        return 0.0
-    ordered = orders_rows(gold_sql)
-    matched = results_match(
-        result.rows, gold.rows, ordered=ordered, float_tolerance=float_tolerance
-    )
-    return float(matched)
+        gold_database.close()
+        if database is not gold_database:
+            database.close()
+
+
+def _run_predicted(
+    database: Database, sql: str, dialect: str | None, timeout: float, max_rows: int
+) -> QueryResult | None:
+    """The predicted query's result on ``database``, or None if it cannot run."""
+    try:
+        if dialect not in (None, database.dialect):
+            sql = transpile(sql, dialect, database.dialect)
+        return database.query(sql, timeout=timeout, max_rows=max_rows)
+    except SQLError:
+        return None
+
+
+def _start(work: Callable[[], T], *, background: bool) -> Callable[[], T]:
+    """Run ``work`` in a thread if ``background`` (else when asked for); the function
+    returned gives its value (or raises its exception)."""
+    if not background:
+        return work
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as error:  # handed to the caller by wait()
+            box["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def wait() -> T:
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    return wait

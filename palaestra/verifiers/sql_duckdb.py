@@ -1,181 +1,150 @@
 """DuckDB as the SQL backend (extra ``duckdb``): the same databases, queries in DuckDB's dialect.
 
-:func:`duckdb_copy` turns a SQLite file into a DuckDB file once (cached beside the other
-generated databases); :class:`DuckDBDatabase` opens it read-only with external access off
-(no files, no ``ATTACH``, no extension loading, configuration locked) and runs one query
-under a time limit (an interrupt from a timer) and a row cap, like the SQLite backend.
+>>> database = DuckDBDatabase.from_sqlite("shop.sqlite")  # doctest: +SKIP
+>>> database.query("SELECT COUNT(*) FROM orders").rows  # doctest: +SKIP
+[(2000,)]
+
+Every query runs in a worker process (:class:`~palaestra.verifiers.worker.WorkerPool`)
+that holds the databases in memory, so no query outlasts its limits:
+
+* **time**: DuckDB is interrupted at the time limit; a single call it cannot interrupt
+  (``repeat('x', 10**9)``) gets its worker killed :data:`KILL_GRACE_S` later;
+* **memory**: DuckDB's ``memory_limit`` is 512 MB (no spilling to
+  disk) and the worker's address space is capped at :data:`WORKER_MEMORY_MB`, which
+  also stops the allocations DuckDB does not count (one huge string);
+* **result**: at most ``max_rows`` rows and
+  :data:`~palaestra.verifiers.sql_backend.MAX_RESULT_BYTES` bytes are fetched;
+* **access**: one SELECT statement (DuckDB's own parser says) on an in-memory database
+  opened with external access off (no files, ``ATTACH``, ``COPY``, extensions) and its
+  configuration locked; the catalog functions and views that show settings or paths
+  (``duckdb_*``, ``pragma_*``, ``pg_*``, ``current_setting``, ``query``...) are refused,
+  and so is naming another loaded database.
+
+The worker (:mod:`palaestra.verifiers.sql_duckdb_worker`) copies a SQLite file's tables
+into a schema of its in-memory database the first time a query needs them (0.1-0.2 s for a
+generated database) and keeps the 16 most recently used.
 """
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import os
-import sqlite3
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
-from palaestra.core.cache import cache_root
-from palaestra.verifiers.sql import (
+from palaestra.verifiers.sql_backend import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT,
-    READ_ONLY_MESSAGE,
     QueryResult,
     SQLError,
     check_size,
-    transpile,
 )
+from palaestra.verifiers.sql_duckdb_worker import (
+    UNLOADED,
+    Refusal,
+    import_duckdb,
+    load_database,
+    read_catalog,
+    run_query,
+)
+from palaestra.verifiers.worker import WorkerError, WorkerPool, WorkerTimeout
 
-NULL = "\\N"
-"""How a NULL is written in the CSV files the DuckDB copy is loaded from."""
-_TYPES = {
-    "INTEGER": "BIGINT",
-    "REAL": "DOUBLE",
-    "TEXT": "VARCHAR",
-    "DATE": "DATE",
-    "DATETIME": "TIMESTAMP",
-}
-
-
-def _import_duckdb() -> Any:
-    try:
-        import duckdb
-    except ImportError as error:
-        raise ImportError(
-            "the DuckDB backend needs the duckdb package: pip install 'palaestra[duckdb]'"
-        ) from error
-    return duckdb
+KILL_GRACE_S = 0.5
+"""How long past its time limit a query's worker is killed if DuckDB has not stopped."""
+WORKER_MEMORY_MB = 1536
+"""The worker process's address space (DuckDB reserves about 850 MB of it at start)."""
+LOAD_TIMEOUT_S = 120.0
+CATALOG_TIMEOUT_S = 30.0
 
 
-def duckdb_copy(sqlite_path: str | Path) -> Path:
-    """A DuckDB file with the tables and rows of ``sqlite_path`` (built once, cached by the
-    SQLite file's content hash)."""
-    duckdb = _import_duckdb()
-    source = Path(sqlite_path)
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-    target = cache_root() / "sql" / "duckdb" / f"{source.stem}-{digest}.duckdb"
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, suffix=".duckdb")
-    os.close(handle)
-    os.unlink(temporary)  # duckdb creates the file itself
-    reader = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)
-    writer = duckdb.connect(temporary)
-    try:
-        tables = [
-            r[0]
-            for r in reader.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid"
-            )
-        ]
-        for table in tables:
-            columns = reader.execute(f'PRAGMA table_info("{table}")').fetchall()
-            definition = ", ".join(
-                f'"{name}" {_TYPES.get(kind.upper(), "VARCHAR")}' for _, name, kind, *_ in columns
-            )
-            writer.execute(f'CREATE TABLE "{table}" ({definition})')
-            rows = reader.execute(f'SELECT * FROM "{table}"')
-            csv_path = Path(temporary).with_suffix(f".{len(definition)}.csv")
-            try:  # through a CSV file: executemany takes seconds for a few thousand rows
-                with csv_path.open("w", newline="", encoding="utf-8") as handle:
-                    out = csv.writer(handle)
-                    for row in rows:
-                        out.writerow(NULL if value is None else value for value in row)
-                writer.execute(
-                    f"COPY \"{table}\" FROM '{csv_path}' (FORMAT csv, HEADER false, NULLSTR '{NULL}')"
-                )
-            finally:
-                csv_path.unlink(missing_ok=True)
-        writer.close()
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    finally:
-        reader.close()
-    return target
+# -- the parent side -----------------------------------------------------------------------
+
+_pool: WorkerPool | None = None
+_pool_lock = threading.Lock()
+
+
+def new_pool(workers: int = 1) -> WorkerPool:
+    """A pool of DuckDB workers (each started on first use, stopped at exit)."""
+    import_duckdb()
+    return WorkerPool(
+        workers,
+        preload=("duckdb", "palaestra.verifiers.sql_duckdb_worker"),
+        memory_mb=WORKER_MEMORY_MB,
+    )
+
+
+def default_pool() -> WorkerPool:
+    """The pool DuckDB databases share by default (one worker)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = new_pool()
+        return _pool
 
 
 class DuckDBDatabase:
-    """A read-only DuckDB database (see module docstring)."""
+    """The tables of a SQLite file on DuckDB, read-only, each query in a worker (see module
+    docstring); implements :class:`~palaestra.verifiers.sql_backend.Database`. ``pool``: the
+    workers to use (default: :func:`default_pool`); ``kill_grace``: how long past a query's
+    time limit its worker is killed."""
 
     dialect = "duckdb"
 
-    def __init__(self, path: str | Path) -> None:
-        duckdb = _import_duckdb()
-        self.path = Path(path)
+    def __init__(
+        self,
+        sqlite_path: str | Path,
+        *,
+        pool: WorkerPool | None = None,
+        kill_grace: float = KILL_GRACE_S,
+    ) -> None:
+        self.path = Path(sqlite_path).resolve()
         if not self.path.is_file():
-            raise FileNotFoundError(f"no DuckDB database at {self.path}")
-        self.connection = duckdb.connect(
-            str(self.path),
-            read_only=True,
-            config={
-                "enable_external_access": False,
-                "autoinstall_known_extensions": False,
-                "autoload_known_extensions": False,
-                "lock_configuration": True,
-                "threads": 1,
-            },
-        )
-        self._lock = threading.Lock()
+            raise FileNotFoundError(f"no SQLite database at {self.path}")
+        self.pool = pool or default_pool()
+        self.kill_grace = kill_grace
+
+    @classmethod
+    def from_sqlite(cls, path: str | Path) -> DuckDBDatabase:
+        return cls(path)
+
+    def _call(self, function: Any, *args: Any, timeout: float) -> Any:
+        return self.pool.call(function, (str(self.path), *args), timeout=timeout)
+
+    def _loaded_call(self, function: Any, *args: Any, timeout: float) -> Any:
+        """``function`` in the worker; when the worker answers that the database is not
+        loaded (a new worker, or it was dropped), load it and call again."""
+        reply = self._call(function, *args, timeout=timeout)
+        if reply == UNLOADED:
+            self._call(load_database, timeout=LOAD_TIMEOUT_S)
+            reply = self._call(function, *args, timeout=timeout)
+        return reply
 
     def query(
         self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
     ) -> QueryResult:
         """Run one read-only query; raises :class:`SQLError` with the reason otherwise."""
-        import duckdb
-        import sqlglot
-        from sqlglot import exp
-
         check_size(sql)
-        transpile(sql, "duckdb", "duckdb")  # a syntax error or several statements: say so
-        statement = sqlglot.parse_one(sql, read="duckdb")
-        if not isinstance(statement, exp.Query):
-            raise SQLError(READ_ONLY_MESSAGE)
-        with self._lock:  # one query at a time per connection, each with its own timer
-            timer = threading.Timer(timeout, self.connection.interrupt)
-            timer.start()
-            try:
-                cursor = self.connection.execute(sql)
-                rows = cursor.fetchmany(max_rows + 1)
-                columns = [d[0] for d in cursor.description or ()]
-            except duckdb.InterruptException:
-                raise SQLError(f"the query ran past the time limit of {timeout:g} s") from None
-            except duckdb.ParserException as error:
-                raise SQLError(f"syntax error: {error}", syntax=True) from None
-            except duckdb.PermissionException:
-                raise SQLError(READ_ONLY_MESSAGE) from None
-            except (duckdb.Error, OverflowError, MemoryError, ValueError) as error:
-                raise SQLError(f"error: {error}") from None
-            finally:
-                timer.cancel()
-        return QueryResult(columns, rows[:max_rows], truncated=len(rows) > max_rows)
+        try:
+            reply = self._loaded_call(
+                run_query, sql, max_rows, timeout, timeout=timeout + self.kill_grace
+            )
+        except WorkerTimeout:
+            raise SQLError(f"the query ran past the time limit of {timeout:g} s") from None
+        except WorkerError as error:
+            raise SQLError(f"error: the query stopped its worker ({error})") from None
+        if isinstance(reply, Refusal):
+            raise SQLError(reply.message, syntax=reply.syntax)
+        return reply
 
     def tables(self) -> list[str]:
-        return [
-            r[0]
-            for r in self.connection.execute(
-                "SELECT table_name FROM duckdb_tables() ORDER BY table_name"
-            ).fetchall()
-        ]
+        return self._loaded_call(read_catalog, "tables", timeout=CATALOG_TIMEOUT_S)
 
     def describe(self, table: str) -> str:
-        rows = self.connection.execute(
-            "SELECT column_name, data_type, is_nullable FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index",
-            [table],
-        ).fetchall()
-        return "\n".join(
-            f"{name} {kind}{'' if nullable else ' NOT NULL'}" for name, kind, nullable in rows
-        )
+        """Columns of ``table`` (name, DuckDB type, NOT NULL)."""
+        return self._loaded_call(read_catalog, "describe", table, timeout=CATALOG_TIMEOUT_S)
 
     def schema(self) -> str:
-        rows = self.connection.execute(
-            "SELECT sql FROM duckdb_tables() ORDER BY table_name"
-        ).fetchall()
-        return "\n".join(" ".join(r[0].split()) for r in rows)
+        """The ``CREATE TABLE`` statements in DuckDB's types, one per line."""
+        return self._loaded_call(read_catalog, "schema", timeout=CATALOG_TIMEOUT_S)
 
     def close(self) -> None:
-        self.connection.close()
+        """Nothing to free here: the worker keeps the most recently used databases."""

@@ -45,6 +45,37 @@ def test_chat_request_carries_messages_tools_and_sampling():
     assert "return_token_ids" not in body  # hosted APIs reject unknown fields
 
 
+def test_the_request_asks_for_no_more_tokens_than_the_budget_leaves():
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, json=chat_reply("x", finish_reason="length"))
+
+    agent = mock_agent(handler, sampling=Sampling(max_tokens=64))
+    conversation = Conversation(MESSAGES)
+    asyncio.run(agent.act(conversation))
+    conversation.max_tokens = 9
+    asyncio.run(agent.act(conversation))
+    assert [body["max_tokens"] for body in seen] == [64, 9]
+
+
+def test_a_continued_assistant_message_is_continued_not_answered():
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, json=chat_reply("<answer>x</answer>"))
+
+    agent = mock_agent(handler)
+    asyncio.run(agent.act(Conversation(MESSAGES)))
+    continued = [*MESSAGES, {"role": "assistant", "content": "<search>q</search><information>"}]
+    asyncio.run(agent.act(Conversation(continued)))
+    assert "continue_final_message" not in seen[0]
+    assert seen[1]["messages"] == continued
+    assert seen[1]["continue_final_message"] is True and seen[1]["add_generation_prompt"] is False
+
+
 def test_transient_failures_are_retried_and_permanent_ones_explained():
     statuses = iter([503, 429, 200])
 

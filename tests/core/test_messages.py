@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 
-from palaestra.core.messages import action_text, to_openai_messages, turn_messages
+from palaestra.core.messages import (
+    action_text,
+    append_messages,
+    continues_message,
+    to_openai_messages,
+    turn_messages,
+)
 from palaestra.core.tool_calls import ToolCall, format_tool_call
 from palaestra.core.types import Turn
 
@@ -74,3 +80,31 @@ def test_a_reply_becomes_the_same_bytes_as_the_serializer_writes():
     assert text.startswith("<think>hmm</think>Searching.")
     assert call("search", q="café") in text  # not {"q": "caf\\u00e9"}
     assert '"arguments": "{not json"' in text  # passed on, so the env can say what is wrong
+
+
+def test_an_observation_that_continues_the_assistant_message_joins_it():
+    """info["role"] == "assistant": action, observation and the next action are one message."""
+    turns = [
+        Turn(
+            "<search>q</search>",
+            "\n\n<information>d</information>\n\n",
+            0.0,
+            observation_role="assistant",
+        ),
+        Turn("<answer>a</answer>", "Correct.", 1.0, terminated=True),
+    ]
+    messages = [{"role": "user", "content": "task"}]
+    for turn in turns:
+        append_messages(messages, turn.messages())
+    assert messages == [
+        {"role": "user", "content": "task"},
+        {
+            "role": "assistant",
+            "content": "<search>q</search>\n\n<information>d</information>\n\n<answer>a</answer>",
+        },
+        {"role": "user", "content": "Correct."},
+    ]
+    assert continues_message(messages[:2]) and not continues_message(messages)
+    plain = [Turn("x", "hint", 0.0), Turn("y", "", 0.0, terminated=True)]
+    joined = [m for t in plain for m in t.messages()]
+    assert append_messages([], joined) == joined  # nothing else is joined

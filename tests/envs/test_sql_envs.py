@@ -16,14 +16,11 @@ from palaestra.core.tool_calls import ToolCall, tool_format
 from palaestra.envs.sql.databases import DOMAINS, database_path
 from palaestra.envs.sql.dataset import SQLDataset
 from palaestra.envs.sql.env import SQLToolEnv, extract_sql
-from palaestra.envs.sql.questions import INTENTS, LEVELS, generate_question
 from palaestra.testing import check_env, play
 from palaestra.verifiers.sql import (
     SQLiteDatabase,
-    connect_readonly,
     execution_match,
     open_database,
-    run_query,
 )
 
 SQL_IDS = [
@@ -44,55 +41,14 @@ def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_databases_are_deterministic_and_realistic(tmp_path):
-    for domain in DOMAINS:
-        first = database_path(domain, 3, tmp_path / "a")
-        again = database_path(domain, 3, tmp_path / "b")
-        assert digest(first) == digest(again)
-        assert digest(first) != digest(database_path(domain, 4, tmp_path / "a"))
-        connection = connect_readonly(first)
-        tables = [
-            row[0]
-            for row in run_query(
-                connection, "SELECT name FROM sqlite_master WHERE type = 'table'"
-            ).rows
-        ]
-        counts = [run_query(connection, f"SELECT COUNT(*) FROM {t}").rows[0][0] for t in tables]
-        assert len(tables) >= 4 and max(counts) >= 1500 and min(counts) >= 8
-        keys = sum(len(run_query(connection, f"PRAGMA foreign_key_list({t})").rows) for t in tables)
-        assert keys >= 3
-        text = " ".join(
-            str(v)
-            for t in tables
-            for row in run_query(connection, f"SELECT * FROM {t} LIMIT 300").rows
-            for v in row
-        )
-        assert "'" in text and any(ord(ch) > 127 for ch in text)
-        assert "None" in text  # NULLs
-
-
-def test_every_gold_query_runs_and_most_return_rows():
-    total = nonempty = 0
-    for domain, intents in INTENTS.items():
-        connection = connect_readonly(database_path(domain))
-        assert {intent.level for intent in intents.values()} == set(LEVELS), domain
-        rng = np.random.default_rng(0)
-        for _ in range(60):
-            question = generate_question(domain, connection, rng)
-            result = run_query(connection, question.gold_sql)
-            total += 1
-            nonempty += bool(result.rows) and result.rows != [(0,)]
-    assert nonempty / total >= 0.95
-
-
-def test_questions_have_several_phrasings_and_levels_follow_the_difficulty():
-    assert sum(len(intent.phrasings) > 1 for d in INTENTS.values() for intent in d.values()) >= 25
-    env = palaestra.make("sql:Mixed-Hard-v0")
-    levels = set()
-    for seed in range(30):
-        env.reset(seed=seed)
-        levels.add(env.unwrapped.problem.data["level"])
-    assert levels <= {4, 5} and levels
+def test_levels_follow_the_difficulty():
+    for env_id, allowed in [("sql:Mixed-Hard-v0", {4, 5}), ("sql:Mixed-Easy-v0", {1, 2})]:
+        env = palaestra.make(env_id)
+        levels = set()
+        for seed in range(30):
+            env.reset(seed=seed)
+            levels.add(env.unwrapped.problem.data["level"])
+        assert levels == allowed, env_id
 
 
 @pytest.mark.parametrize("env_id", SQL_IDS)
@@ -126,9 +82,10 @@ def test_rewards_execution_and_skyrl():
     assert skyrl.reward_range == (-1.0, 1.0)
     for action, reward in [
         ("no query here", -1.0),
-        ("<solution>SELEC 1</solution>", -1.0),
-        ("<solution>SELECT 12345</solution>", 0.0),
-        ("<solution>SELECT * FROM nowhere</solution>", 0.0),
+        ("<solution>SELECT 1</solution>", -1.0),  # no <think>
+        ("<think>t</think><solution>SELEC 1</solution>", 0.0),  # a syntax error is wrong
+        ("<think>t</think><solution>SELECT 12345</solution>", 0.0),
+        ("<think>t</think><solution>SELECT * FROM nowhere</solution>", 0.0),
     ]:
         skyrl.reset(seed=0)
         observation, got, terminated, *_ = skyrl.step(action)
@@ -142,6 +99,26 @@ def test_retry_gives_execution_feedback():
     env.reset(seed=1)
     observation, _, terminated, *_ = env.step("<solution>SELECT * FROM nowhere</solution>")
     assert not terminated and "no such table" in observation and "Try again" in observation
+
+
+def test_retry_costs_each_extra_attempt():
+    env = palaestra.make("sql:Shop-Retry-v0")
+    wrong = "<solution>SELECT 1</solution>"
+    for misses, reward in [(0, 1.0), (1, 0.9), (2, 0.8)]:
+        env.reset(seed=2)
+        right = env.unwrapped.format_answer(env.unwrapped.problem.answer)
+        for _ in range(misses):
+            assert env.step(wrong)[1] == 0.0
+        _, got, terminated, _, info = env.step(right)
+        assert terminated and info["success"] and got == pytest.approx(reward)
+    env.reset(seed=2)
+    assert [env.step(wrong)[1] for _ in range(3)] == [0.0, 0.0, 0.0]  # never below the floor
+    free = palaestra.make("sql:Shop-v0", max_attempts=3)  # the cost is the variant's choice
+    free.reset(seed=2)
+    free.step(wrong)
+    assert free.step(free.unwrapped.format_answer(free.unwrapped.problem.answer))[1] == 1.0
+    with pytest.raises(ValueError, match="attempt_cost"):
+        palaestra.make("sql:Shop-v0", attempt_cost=-0.1)
 
 
 def test_attacks_through_the_env_leave_every_database_unchanged():
@@ -187,8 +164,9 @@ def test_sql_tag_variant_explores_with_sql_tags():
     env = palaestra.make("sql:School-SQLTag-v0")
     env.reset(seed=0)
     assert "<sql>" in env.system_prompt and "<solution>" in env.system_prompt
+    students = env.unwrapped.sqlite().query("SELECT COUNT(*) FROM students").rows[0][0]
     observation, _, _, _, info = env.step("<sql>SELECT COUNT(*) FROM students</sql>")
-    assert info["role"] == "tool" and "600" in observation
+    assert info["role"] == "tool" and f"\n{students}</observation>" in observation
 
 
 def test_spider_and_bird_files(tmp_path):

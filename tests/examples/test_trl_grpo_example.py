@@ -53,9 +53,8 @@ def _assert_env_tokens_out_of_the_loss(batch, tokenizer) -> None:
         env_positions = (completion == 1) & (mask == 0)
         masked_out.append(tokenizer.decode(ids[env_positions]))
     feedback = "".join(masked_out)
-    # GuessTheNumber's feedback, as the chat template frames it, reached TRL masked.
-    assert "<|im_start|>user" in feedback
-    assert any(word in feedback for word in ("higher", "lower", "could not read", "guess"))
+    # The env's feedback, as the chat template frames it, reached TRL masked.
+    assert "<|im_start|>user" in feedback and "not correct" in feedback
     trained = "".join(
         tokenizer.decode(ids[mask == 1])
         for ids, mask in zip(batch["completion_ids"], loss_mask, strict=True)
@@ -64,24 +63,28 @@ def _assert_env_tokens_out_of_the_loss(batch, tokenizer) -> None:
 
 
 def test_one_step_masks_the_env_tokens(example, tmp_path):
-    trainer = example.build_trainer(tmp_path, steps=1, sft_steps=0, max_turns=3)
+    trainer = example.build_trainer(tmp_path, steps=1, sft_steps=0, groups=4)
     batches = _train_capturing_batches(trainer)
-    assert len(batches) == 1
+    assert len(batches) == 1  # one rollout, two optimizer steps
     _assert_env_tokens_out_of_the_loss(batches[0], trainer.processing_class)
     record = trainer.state.log_history[0]
     assert record["completions/mean_length"] > 0 and torch.isfinite(torch.tensor(record["loss"]))
+    assert all(len(ids) <= 112 for ids in batches[0]["completion_ids"])  # max_completion_length
 
 
 @pytest.mark.slow
-def test_warm_started_model_trains_with_nonzero_gradients(example, tmp_path):
-    trainer = example.build_trainer(tmp_path, steps=3)
-    before = [p.detach().clone() for p in trainer.model.parameters()]
+@pytest.mark.timeout(1800)  # 30 steps of 64 episodes: minutes on a busy 2-core machine
+def test_the_example_learns_with_a_gradient_every_step(example, tmp_path):
+    trainer = example.build_trainer(tmp_path, steps=STEPS)
     batches = _train_capturing_batches(trainer)
-    history = [r for r in trainer.state.log_history if "grad_norm" in r]
-    assert max(r["grad_norm"] for r in history) > 0
-    assert max(r["reward_std"] for r in history) > 0
-    assert any(
-        not torch.equal(b, p) for b, p in zip(before, trainer.model.parameters(), strict=True)
-    )
+    records = example.step_records(trainer)
+    assert len(records) == 2 * STEPS and all(r["grad_norm"] > 0 for r in records)
+    curve = example.rewards(trainer)
+    quarter = STEPS // 4
+    first, last = sum(curve[:quarter]) / quarter, sum(curve[-quarter:]) / quarter
+    assert len(curve) == STEPS and last > first + 0.1, (first, last)
     for batch in batches:
         _assert_env_tokens_out_of_the_loss(batch, trainer.processing_class)
+
+
+STEPS = 30

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 import sys
 
@@ -151,3 +152,28 @@ def test_gem_vector_env_drives_palaestra_envs(async_mode):
 @pytest.mark.parametrize("env_id", [g for g in GAMES if "FifteenPuzzle" not in g])
 def test_gem_games_pass_the_palaestra_env_checker(env_id):
     check_env(env_id)
+
+
+def test_an_explicit_reset_seed_does_not_leave_the_constructor_seed_pending():
+    register_in_gem("math:Arithmetic-v0")
+    gem_env = gem.make("palaestra/math:Arithmetic-v0", seed=3)
+    first, _ = gem_env.reset(seed=3)
+    assert gem_env.reset()[0] != first  # used to replay seed 3
+
+
+def test_gem_vector_env_autoreset_does_not_replay_the_first_episode():
+    register_in_gem("math:Arithmetic-v0")
+    vec = gem.make_vec(["palaestra/math:Arithmetic-v0"] * 2, seed=0)
+    first, _ = vec.reset(seed=0)  # env i: reset(seed=i), its constructor seed too
+    after, _, terminated, _, _ = vec.step(["garbage", "garbage"])  # one-shot: each episode ends
+    assert all(terminated) and all(a != f for a, f in zip(after, first, strict=True))
+
+
+def test_random_actions_of_wrapped_gem_envs_are_the_games_moves():
+    tool_env = ToolEnvWrapper(gem.make("game:GuessTheNumber-v0-easy"), tools=[PythonCodeTool()])
+    env = GemEnv(env=tool_env)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    actions = [env.random_action(rng) for _ in range(8)]
+    assert all(re.fullmatch(r"\\boxed\{\d+\}", action) for action in actions), actions
+    assert len(set(actions)) > 1

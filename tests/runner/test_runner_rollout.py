@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import pytest
@@ -326,6 +327,62 @@ def test_token_budget_truncates(qwen25_tokenizer):
     (episode,) = runner.run([Task("game:GuessTheNumber-v0", seed=0)])
     assert episode.truncation_reason == "token_budget"
     assert episode.num_turns < 10
+
+
+class CountXs(Env):
+    """Rewards each action with the number of x's in it; never ends on its own."""
+
+    threaded_step = False
+    max_turns = 20
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "write x's", {}
+
+    def step(self, action):
+        return "more", float(action.count("x")), False, False, {}
+
+
+class Xs:
+    """Answers twenty x's, whatever room it is told it has (the runner must cut)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.rooms: list[int | None] = []
+
+    async def act(self, conversation: Conversation) -> Action:
+        self.rooms.append(conversation.max_tokens)
+        ids = self.tokenizer.encode(" x" * 20 + "<|im_end|>", add_special_tokens=False)
+        return Action(" x" * 20, ids, [-0.5] * len(ids), "stop")
+
+
+@pytest.mark.parametrize(
+    "budget", [{"max_episode_tokens": 90}, {"max_response_tokens": 70}, {"max_response_tokens": 7}]
+)
+def test_token_budget_ends_the_episode_while_playing(qwen25_tokenizer, budget):
+    palaestra.register("test:CountXs-v0", CountXs, override=True)
+    agent = Xs(qwen25_tokenizer)
+    (episode,) = Runner(agent, **budget).run([Task("test:CountXs-v0", seed=0)])
+    prompt = episode.loss_mask.index(1)
+    limit = budget.get("max_episode_tokens", prompt + budget.get("max_response_tokens", 0))
+    assert len(episode.token_ids) <= limit and episode.truncation_reason == "token_budget"
+    assert episode.turns[-1].truncated and episode.error is None
+    # the agent was told the room left before each action
+    starts = [i for i, (a, b) in enumerate(itertools.pairwise([0, *episode.loss_mask])) if b > a]
+    assert agent.rooms == [limit - start for start in starts]
+    # the last completion was cut to the room, and the env stepped on what was kept
+    last = episode.turns[-1]
+    assert last.token_ids == episode.token_ids[starts[-1] :] and last.finish_reason == "length"
+    kept = qwen25_tokenizer.decode(
+        [t for t, m in zip(episode.token_ids, episode.loss_mask, strict=True) if m]
+    )
+    assert episode.total_reward == kept.count("x") < 20 * episode.num_turns
+
+
+def test_a_prompt_over_the_token_budget_plays_no_turn(qwen25_tokenizer):
+    palaestra.register("test:CountXs-v0", CountXs, override=True)
+    (episode,) = Runner(Xs(qwen25_tokenizer), max_episode_tokens=3).run([Task("test:CountXs-v0")])
+    assert episode.num_turns == 0 and episode.truncation_reason == "token_budget"
 
 
 def test_process_pool_gives_the_same_episodes_as_in_process():

@@ -147,3 +147,61 @@ def test_tokenizer_without_chat_template_is_rejected(qwen25_tokenizer):
     bare.chat_template = None
     with pytest.raises(ValueError, match="no chat template"):
         ChatTokenizer(bare)
+
+
+def test_an_observation_that_continues_the_assistant_message(qwen25_tokenizer):
+    """Search-R1's <information>: appended as its text's tokens inside the same assistant
+    message (no end of turn, no new message), masked, and the policy continues; the sequence
+    is what the template renders for the joined message."""
+    tokenizer = qwen25_tokenizer
+    chat = ChatTokenizer(tokenizer)
+    recorder = TokenRecorder(chat)
+    episode = Episode(env_id="x:Y-v0", seed=0, task="")
+    prompt = list(recorder.start(episode, TASK))
+    action = "<search>25</search>"
+    observation = '\n\n<information>Doc 1(Title: "T") too low</information>\n\n'
+    completion = recorder.add_action(episode, Action(action, chat.encode(action)), 0)
+    new = [{"role": "assistant", "content": observation}]
+    sequence = recorder.add_observation(episode, new, completion, 0)
+    joined = [*TASK, {"role": "assistant", "content": action + observation}]
+    rendered = tokenizer.apply_chat_template(joined, tokenize=False, continue_final_message=True)
+    assert sequence == chat.encode(rendered)
+    assert episode.token_ids[len(prompt) + len(completion) :] == chat.encode(observation)
+    assert episode.loss_mask == [0] * len(prompt) + [1] * len(completion) + [0] * len(
+        chat.encode(observation)
+    )
+    final = recorder.add_action(episode, Action("<answer>37</answer><|im_end|>"), 1)
+    joined[-1]["content"] += "<answer>37</answer>"
+    full = tokenizer.apply_chat_template(joined, tokenize=False)
+    assert (
+        episode.token_ids == chat.encode(full.rstrip("\n")) and final[-1] == episode.token_ids[-1]
+    )
+
+
+@pytest.mark.parametrize("end", ["<|im_end|>", "<|endoftext|>"])
+def test_a_turn_end_before_a_continuation_leaves_the_sequence(qwen25_tokenizer, end):
+    """The engine stopped at its end-of-turn (or EOS) token, the env continued the message:
+    that token leaves the sequence, which stays what the template renders for the message."""
+    chat = ChatTokenizer(qwen25_tokenizer)
+    recorder = TokenRecorder(chat)
+    episode = Episode(env_id="x:Y-v0", seed=0, task="")
+    recorder.start(episode, TASK)
+    ids = chat.encode("<search>25</search>" + end)
+    action = Action("<search>25</search>", ids, [-0.1] * len(ids))
+    completion = recorder.add_action(episode, action, 0)
+    observation = "\n\n<information>too low</information>\n\n"
+    new = [{"role": "assistant", "content": observation}]
+    sequence = recorder.add_observation(episode, new, completion, 0)
+    joined = [*TASK, {"role": "assistant", "content": "<search>25</search>" + observation}]
+    rendered = qwen25_tokenizer.apply_chat_template(
+        joined, tokenize=False, continue_final_message=True
+    )
+    assert sequence == chat.encode(rendered)
+    assert len(episode.logprobs) == len(episode.loss_mask) == len(episode.turn_index)
+    assert len(episode.loss_mask) == len(sequence) and sum(episode.loss_mask) == len(ids) - 1
+    plain = TokenRecorder(chat)  # a new message after the same completion keeps the token
+    other = Episode(env_id="x:Y-v0", seed=0, task="")
+    plain.start(other, TASK)
+    plain.add_action(other, Action("<search>25</search>", ids), 0)
+    plain.add_observation(other, [{"role": "user", "content": "hi"}], ids, 0)
+    assert sum(other.loss_mask) == len(ids)

@@ -114,6 +114,24 @@ def test_long_output_is_truncated():
     assert len(out) < 130 and out.endswith("(output truncated)")
 
 
+def test_error_texts_are_capped_like_results():
+    """A tool that echoes its argument in a refusal, an unexpected exception or a validation
+    error that names a huge key: the observation stays under the cap."""
+
+    def lookup(key: str) -> str:
+        raise ToolError(f"no record {key!r}")
+
+    def crash(key: str) -> str:
+        raise KeyError(key)
+
+    huge = "k" * 1_000_000
+    for fn in (lookup, crash):
+        out = FunctionTool(fn, max_output_chars=100).call({"key": huge})
+        assert out.startswith("error:") and out.endswith("(output truncated)") and len(out) < 130
+    out = FunctionTool(lookup, max_output_chars=100).call({"key": "a", huge: 1})
+    assert out.startswith("error: lookup: unexpected argument") and len(out) < 130
+
+
 def test_signatures_a_schema_cannot_describe_are_refused():
     def varargs(*items: int) -> int:
         return 0

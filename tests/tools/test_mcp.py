@@ -126,6 +126,29 @@ def test_invalid_arguments_give_a_clear_error() -> None:
         assert increment.call({"by": 4}) == "4"  # the refused calls never reached the server
 
 
+def test_argument_errors_are_capped() -> None:
+    with stdio_toolset(include=["increment"], max_output_chars=100) as toolset:
+        (increment,) = toolset.tools
+        out = increment.call({"by": "x" * 1_000_000})  # the schema error quotes the value
+        assert out.startswith("error: increment: argument 'by'") and len(out) < 130
+
+
+def test_a_per_episode_toolset_serves_one_env_at_a_time() -> None:
+    toolset = stdio_toolset(per_episode=True)
+    first = ToolEnv(palaestra.make("game:GuessTheNumber-v0"), [toolset])
+    try:
+        with pytest.raises(ValueError, match="already serves"):
+            ToolEnv(palaestra.make("game:GuessTheNumber-v0"), [toolset])
+        first.close()  # closing the first env frees the toolset for another
+        second = ToolEnv(palaestra.make("game:GuessTheNumber-v0"), [toolset])
+        second.reset(seed=0)
+        assert second.step(call("increment", by=2))[0] == "2"
+        second.close()
+    finally:
+        toolset.close()
+    assert stdio_servers() == []
+
+
 def test_calls_over_streamable_http(http_url: str) -> None:
     with MCPToolset({"url": http_url, "headers": {"X-Client": "tests"}}) as toolset:
         tools = tools_of(toolset)

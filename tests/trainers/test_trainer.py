@@ -81,15 +81,23 @@ def test_the_next_generation_uses_the_updated_weights(
         _assert_rollouts_come_from(trainer, before)
 
 
+def _one_request_at_a_time(trainer: Trainer) -> Trainer:
+    """Bit-identical rollouts: a request decoded beside others gets logits that differ in
+    their last bits with its batch-mates, which depend on timing (docs/trainers.md)."""
+    trainer.engine.agent.max_batch = 1
+    return trainer
+
+
 def test_resume_through_the_trainer_matches_an_uninterrupted_run(tmp_path: Path, tokenizer):
-    uninterrupted = _trainer(_config(tmp_path / "a"), tokenizer)
+    uninterrupted = _one_request_at_a_time(_trainer(_config(tmp_path / "a"), tokenizer))
     uninterrupted.train()
 
     config = _config(tmp_path / "b", save_every=2)
-    interrupted = _trainer(config, tokenizer)
+    interrupted = _one_request_at_a_time(_trainer(config, tokenizer))
     interrupted.train(until=3)  # the checkpoint is at step 2; step 3 is lost work
 
-    resumed = _trainer(config, tokenizer, model_seed=7)  # a fresh process: other weights
+    # a fresh process: other weights
+    resumed = _one_request_at_a_time(_trainer(config, tokenizer, model_seed=7))
     assert resumed.resume() == 2
     assert resumed.next_seed == 2 * config.rollout.groups_per_step  # the data position
     resumed.train()

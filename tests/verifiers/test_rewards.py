@@ -70,7 +70,8 @@ def test_qa_verify_extracts_the_answer():
     completion = "<think>it is the capital</think><answer>Paris</answer>"
     assert qa.verify(completion, "paris") == 1.0
     assert qa.verify(r"I think \boxed{Lyon}", "Paris") == 0.0
-    assert qa.verify("<answer>Paris France</answer>", "Paris", metric="f1") == pytest.approx(2 / 3)
+    # the F1 reward does not pay for extra words: min(precision 1/2, recall 1), not F1's 2/3
+    assert qa.verify("<answer>Paris France</answer>", "Paris", metric="f1") == 0.5
     with pytest.raises(ValueError, match="metric"):
         qa.verify("x", "x", metric="bleu")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="non-empty"):

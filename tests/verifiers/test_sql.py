@@ -30,6 +30,11 @@ def db(tmp_path_factory) -> Path:
             (3, 'Cy', 2.25, 'blue'), (4, 'O''Hara', 2.25, NULL), (5, 'Zoë', 0.1, 'blue');
         CREATE TABLE d (x INTEGER);
         INSERT INTO d VALUES (1), (1), (2);
+        CREATE TABLE big (id INTEGER PRIMARY KEY, grade INTEGER, city TEXT);
+        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5000)
+        INSERT INTO big SELECT i, i % 7, CASE WHEN i % 3 = 0 THEN 'Lisbon' ELSE 'Perth' END FROM n;
+        CREATE TABLE wide (a, b, c, d, e, f, g);
+        INSERT INTO wide VALUES (1, 'x', 2.5, NULL, 'y', 3, 'z'), (4, 'u', 0.5, 7, 'v', 8, 'w');
     """)
     connection.commit()
     connection.close()
@@ -77,10 +82,37 @@ def test_equivalent_queries_match(db, predicted, gold):
         ("SELECT '5'", "SELECT 5"),  # text is not a number
         ("SELECT 0.3001", "SELECT 0.3"),
         ("SELECT name FROM t LIMIT 1", "SELECT name FROM t"),
+        ("SELECT SUM(id) - 1 FROM big", "SELECT SUM(id) FROM big"),  # 12,502,499 vs 12,502,500
+        (  # 1,514,997 vs 1,515,000
+            "SELECT COUNT(*) - 3 FROM big a, big b WHERE a.id <= 303",
+            "SELECT COUNT(*) FROM big a, big b WHERE a.id <= 303",
+        ),
+        ("SELECT 1000004", "SELECT 1000000"),
+        ("SELECT SUM(id) * 1.0 - 1 FROM big", "SELECT SUM(id) FROM big"),
+        ("SELECT AVG(grade) FROM big", "SELECT SUM(grade) / COUNT(*) FROM big"),  # 2.9994 vs 2
     ],
 )
 def test_different_results_that_look_alike_do_not_match(db, predicted, gold):
     assert execution_match(predicted, gold, db) == 0.0
+
+
+def test_a_wide_answer_in_another_column_order_matches(db):
+    assert execution_match("SELECT g, f, e, d, c, b, a FROM wide", "SELECT * FROM wide", db) == 1.0
+    assert execution_match("SELECT g, f, e, d, c, a, a FROM wide", "SELECT * FROM wide", db) == 0.0
+
+
+def test_ties_in_the_gold_order_accept_a_finer_order(db):
+    gold = "SELECT id, grade FROM big WHERE id <= 30 ORDER BY grade DESC"
+    finer = "SELECT id, grade FROM big WHERE id <= 30 ORDER BY grade DESC, id DESC"
+    assert execution_match(finer, gold, db) == 1.0
+    swapped = "SELECT grade, id FROM big WHERE id <= 30 ORDER BY grade DESC, id"
+    assert execution_match(swapped, gold, db) == 1.0
+    reversed_ = "SELECT id, grade FROM big WHERE id <= 30 ORDER BY grade"
+    assert execution_match(reversed_, gold, db) == 0.0
+    hidden = "SELECT id FROM big WHERE id <= 30 ORDER BY grade DESC"  # the key is not a column
+    by_key = "SELECT id FROM big WHERE id <= 30 ORDER BY grade DESC, id"
+    assert execution_match(by_key, hidden, db) == 1.0
+    assert execution_match("SELECT id FROM big WHERE id <= 30 ORDER BY id", hidden, db) == 0.0
 
 
 def test_results_match_edge_cases():
@@ -166,7 +198,7 @@ def test_schema_lookups_are_allowed(db):
     assert names == ["id", "name", "score", "team"]
     assert run_query(
         connection, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
-    ).rows == [("d",), ("t",)]
+    ).rows == [("big",), ("d",), ("t",), ("wide",)]
 
 
 @pytest.mark.parametrize(
@@ -213,6 +245,28 @@ def test_row_cap_on_both_queries(db):
 )
 def test_hostile_inputs_never_raise(db, hostile):
     assert execution_match(hostile, "SELECT 1", db) in (0.0, 1.0)
+
+
+def test_results_are_capped_in_total_bytes(db):
+    wide = "SELECT hex(zeroblob(49999)), hex(zeroblob(49999)), hex(zeroblob(49999)) FROM big"
+    with pytest.raises(SQLError, match="over 8,000,000 bytes"):
+        run_query(connect_readonly(db), wide)
+    assert execution_match(wide, "SELECT 1", db) == 0.0
+    assert len(run_query(connect_readonly(db), wide, max_rows=20).rows) == 20  # 6 MB is fine
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [
+        "SELECT fts3_tokenizer('simple')",
+        "SELECT fts3_tokenizer('mine', x'0000000000000000')",
+        "SELECT file FROM pragma_database_list",
+    ],
+)
+def test_functions_that_reveal_or_register_are_refused(db, refused):
+    connection = connect_readonly(db)
+    with pytest.raises(SQLError, match="not allowed"):
+        run_query(connection, refused)
 
 
 def test_missing_database_is_a_clear_error(tmp_path):

@@ -5,7 +5,8 @@ from a seed (offline, nothing to download), searched with a local BM25 index;
 ``search:Dataset-v0`` reads NQ / HotpotQA / 2Wiki-style files and a JSONL corpus (or points
 at a Search-R1 retrieval server with ``retriever="http://host:8000/retrieve"``). Each id
 calls the search tool in the default tool-call format; its ``-SearchR1`` twin speaks the
-Search-R1 protocol (``<search>`` / ``<information>`` / ``<answer>``). Synthetic variants:
+Search-R1 protocol as Search-R1 runs it (``<search>`` / ``<information>`` / ``<answer>``,
+:mod:`palaestra.envs.search.search_r1`). Synthetic variants:
 ``-SingleHop``, ``-MultiHop``. Registering imports nothing heavy: the index is built (or
 loaded from its disk cache) when an env is made.
 """
@@ -20,11 +21,9 @@ SAMPLE_CORPUS_PATH = str(DATA / "sample_corpus.jsonl")
 
 PROTOCOLS = {
     "": WrapperSpec("palaestra.envs.search.env:SearchEnv", {}),
-    "-SearchR1": WrapperSpec(
-        "palaestra.envs.search.env:SearchEnv", {"format": "tags", "wrap": "information"}
-    ),
+    "-SearchR1": WrapperSpec("palaestra.envs.search.search_r1:SearchR1Env", {}),
 }
-"""Id suffix -> the wrapper that adds the search tool in that protocol."""
+"""Id suffix -> the wrapper that plays the env in that protocol."""
 
 _SYNTHETIC_VARIANTS = {
     "SingleHop": {"kinds": ("single-hop",)},

@@ -49,7 +49,7 @@ def qa_problem(row: Record, index: int) -> Problem:
     if not isinstance(question, str):
         raise ValueError(f"no string field 'question' (fields: {', '.join(sorted(row))})")
     problem_id = row.get("id", row.get("_id", index))
-    metadata: dict[str, Any] = {"evidence_titles": _evidence_titles(row)}
+    metadata: dict[str, Any] = {"question": question, "evidence_titles": _evidence_titles(row)}
     for key in ("type", "level"):
         if key in row:
             metadata[key] = row[key]

@@ -1,4 +1,5 @@
-"""Questions over a synthetic world: single-hop, 2-4 hop bridge, comparison, aggregation.
+"""Questions over a synthetic world: single-hop, 2-4 hop bridge, comparison, aggregation
+(an author's number of works, or their first work).
 
 Question ``index`` of a world is drawn from its own RNG (world seed and index), so any
 question is reachable by index with no state. Each records its gold evidence documents (in
@@ -56,6 +57,8 @@ COMPARISONS = {  # kind -> (fact, question, whether the larger value wins)
     "work": ("year", "Which was completed earlier, {a} or {b}?", False),
 }
 NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+FIRST_WORK_SHARE = 0.5
+"""Aggregation questions that ask for an author's first work (the rest ask for the count)."""
 
 Fact = tuple[str, str, str]
 
@@ -138,14 +141,23 @@ def _comparison(world: World, rng: random.Random) -> tuple[str, tuple, tuple, tu
 
 
 def _aggregation(world: World, rng: random.Random) -> tuple[str, tuple, tuple, tuple]:
+    """About all of an author's works: how many there are (stated in the author's career
+    document), or which was completed first (that document names them; each work's own
+    document gives its year)."""
     prolific = sorted(name for name, works in world.works_by.items() if len(works) > 1)
-    author = rng.choice(prolific or sorted(world.works_by))
-    works = [world.entities[name] for name in world.works_by[author]]
+    author = world.entities[rng.choice(prolific or sorted(world.works_by))]
+    works = [world.entities[name] for name in world.works_by[author.name]]
     count = len(works)
+    listing = (author.fact_doc["works"],)
+    credits = ((author.name, "works", str(count)),)
+    years = [int(w.facts["year"]) for w in works]
+    if rng.random() < FIRST_WORK_SHARE and count > 1 and len(set(years)) == count:
+        first = min(works, key=lambda w: int(w.facts["year"]))
+        evidence = listing + tuple(w.fact_doc["year"] for w in works)
+        chain = credits + tuple((w.name, "year", str(w.facts["year"])) for w in works)
+        return f"Which work by {author.name} was completed first?", (first.name,), evidence, chain
     answers = (str(count), NUMBER_WORDS[count]) if count < len(NUMBER_WORDS) else (str(count),)
-    evidence = tuple(w.fact_doc["author"] for w in works)
-    chain = tuple((w.name, "author", author) for w in works)
-    return f"How many works did {author} create?", answers, evidence, chain
+    return f"How many works did {author.name} create?", answers, listing, credits
 
 
 def make_question(world: World, index: int, kind: str | None = None) -> Question:

@@ -40,6 +40,7 @@ class SyntheticQuestions(Sequence[Problem]):
         question = self.question(index)
         titles = tuple(self.world.doc_by_id[doc].title for doc in question.evidence)
         metadata: dict[str, Any] = {
+            "question": question.text,
             "kind": question.kind,
             "hops": question.hops,
             "evidence_ids": question.evidence,

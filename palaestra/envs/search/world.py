@@ -5,8 +5,10 @@ Names are built from syllables, so no fact can be known from pretraining. About 
 the names are derived from an earlier one (``Varnel Oskuth`` / ``Dorin Oskuth``,
 ``Tesmarin`` / ``North Tesmarin``, ``Quillon Institute`` / ``Quillon Society``): distractors
 a searcher has to tell apart. Each fact lives in exactly one document (a person's birth in
-the biography, their employer in a separate career document; a person's works only in the
-works' own documents), so questions have to gather facts across documents.
+the biography, their employer in a separate career document, a work's year and author in
+the work's own document), so questions have to gather facts across documents. An author's
+career document also states how many works they are credited with and names them, so
+questions about all of an author's works can be answered with certainty.
 
 >>> world = build_world(0)  # doctest: +SKIP
 >>> len(world.docs)  # doctest: +SKIP
@@ -314,6 +316,8 @@ def _draw_entities(seed: int, size: WorldSize) -> dict[str, Entity]:
             "form": rng.choice(WORK_KINDS),
         }
         _add(entities, Entity("work", name, facts, {"author": author.name}), f"work-{i}")
+        author.facts["works"] = int(author.facts.get("works", 0)) + 1
+        author.fact_doc["works"] = author.fact_doc["employer"]
     for i, name in enumerate(_event_names(names, size.events)):
         organiser = rng.choice(orgs)
         facts = {"year": int(organiser.facts["founded"]) + rng.randint(1, 80)}
@@ -326,7 +330,20 @@ def _article(noun: str) -> str:
     return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
-def _documents(entities: dict[str, Entity]) -> list[Doc]:
+def _listing(names: list[str]) -> str:
+    """``A``, ``A and B``, ``A, B and C``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _credits(name: str, works: list[str]) -> str:
+    """The career document's sentence on ``name``'s works (empty without works)."""
+    if not works:
+        return ""
+    noun = "work" if len(works) == 1 else "works"
+    return f" {name} is credited with {len(works)} {noun}: {_listing(works)}."
+
+
+def _documents(entities: dict[str, Entity], works_by: dict[str, list[str]]) -> list[Doc]:
     docs: list[Doc] = []
     for e in entities.values():
         f, ln, at = e.facts, e.links, e.fact_doc
@@ -360,6 +377,7 @@ def _documents(entities: dict[str, Entity]) -> list[Doc]:
                     (
                         f"By occupation {_article(str(f['occupation']))}, {e.name} was employed by the "
                         f"{ln['employer']}. Colleagues described {e.name} as careful and stubborn."
+                        + _credits(e.name, works_by.get(e.name, []))
                     ),
                 )
             )
@@ -406,4 +424,4 @@ def build_world(seed: int = 0, size: WorldSize = WorldSize()) -> World:
     works_by: dict[str, list[str]] = defaultdict(list)
     for work in (e for e in entities.values() if e.kind == "work"):
         works_by[str(work.links["author"])].append(work.name)
-    return World(seed, entities, _documents(entities), dict(works_by))
+    return World(seed, entities, _documents(entities, works_by), dict(works_by))

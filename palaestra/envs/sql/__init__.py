@@ -1,20 +1,22 @@
-"""SQL: text-to-SQL over SQLite with execution feedback (``sql:*``).
+"""SQL: text-to-SQL with execution feedback (``sql:*``), on SQLite or DuckDB.
 
-``sql:<Domain>-v0`` asks generated questions about a generated database (shop, school,
-flights, hospital, library; ``Mixed``: any of them); ``sql:Spider-v0`` reads Spider/BIRD-format
-files from local paths (default: a tiny shipped sample). Variants: ``-Easy``/``-Hard``
-question levels, ``-Retry`` (three attempts with the execution feedback), ``-Tools``
-(explore with ``list_tables``/``describe_table``/``sql`` tools in the default tool-call format)
-and ``-SQLTag`` (SkyRL-SQL's shape: ``<sql>query</sql>`` explores, ``<solution>`` answers).
+``sql:<Domain>-v0`` asks generated questions about a database generated from the episode's
+seed (shop, school, flights, hospital, library; ``Mixed``: any of them); ``sql:Spider-v0``
+reads Spider/BIRD-format files from local paths (default: a tiny shipped sample). Variants:
+``-Easy``/``-Hard`` question levels, ``-Retry`` (three attempts with the execution
+feedback, 0.1 off the reward for each attempt after the first), ``-Tools`` (explore with
+``list_tables``/``describe_table``/``sql`` in the default tool-call format) and ``-SQLTag``
+(SkyRL-SQL's shape: ``<sql>query</sql>`` explores, ``<solution>`` answers). Guide:
+docs/sql.md.
 """
 
 from palaestra.core.registry import Variant, WrapperSpec, register
-from palaestra.envs.base import RETRY_ATTEMPTS
+from palaestra.envs.base import RETRY
 
 TOOLS = WrapperSpec("palaestra.envs.sql.env:SQLToolEnv", {})
 TAG_TOOLS = WrapperSpec("palaestra.envs.sql.env:SQLToolEnv", {"format": "tags"})
 _VARIANTS = {
-    "Retry": {"max_attempts": RETRY_ATTEMPTS},
+    "Retry": RETRY,
     "Tools": Variant(wrappers=(TOOLS,)),
     "SQLTag": Variant(wrappers=(TAG_TOOLS,)),
 }

@@ -1,4 +1,4 @@
-"""Text-to-SQL envs: answer a question with one SQLite query, graded by execution.
+"""Text-to-SQL envs: answer a question with one SQL query, graded by execution.
 
 * :class:`SQLEnv` (``sql:Shop-v0`` ...): the schema and a question; the answer is one query,
   written in a ``<solution>`` tag or a fenced ```` ```sql ```` block (the last one counts).
@@ -9,22 +9,26 @@
 Rewards (``reward=``):
 
 * ``"execution"`` (default): 1 when the answer's result matches the gold query's
-  (:func:`palaestra.verifiers.sql.execution_match`), else 0;
-* ``"skyrl"``: SkyRL-SQL's scheme, +1 correct, 0 wrong, -1 when no query could be read from
-  the answer or it does not parse (a malformed answer costs more than a wrong one).
+  (:func:`palaestra.verifiers.sql.answer_matches`), else 0;
+* ``"skyrl"``: SkyRL-SQL's scheme (:mod:`palaestra.verifiers.sql_skyrl`): -1 when the
+  episode's text breaks its format (``<think>`` then one ``<solution>``), 0 for a query
+  that fails or differs, 1 when the results are equal as sets of rows.
 
-Every query runs on a read-only connection with a time limit and a row cap, so nothing an
-agent runs changes what any episode sees.
+The gold query always runs on the SQLite file; ``backend="duckdb"`` runs the agent's
+queries on DuckDB. Every query runs read-only with a time limit and caps on rows and bytes,
+so nothing an agent runs changes what any episode sees.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from palaestra.core.env import Policy
+from palaestra.core.env import Policy, StepResult
 from palaestra.core.tool_calls import ToolCall
 from palaestra.envs.base import AnswerEnv, Grade
 from palaestra.envs.sql.databases import DOMAINS, database_path
@@ -33,26 +37,38 @@ from palaestra.envs.tool_env import ToolEnv
 from palaestra.tasks import Problem
 from palaestra.tools import FunctionTool, ToolError
 from palaestra.verifiers.extract import last_tagged
-from palaestra.verifiers.sql import (
+from palaestra.verifiers.sql import Gold, SQLiteDatabase, answer_matches
+from palaestra.verifiers.sql_backend import (
     BACKENDS,
     DEFAULT_MAX_ROWS,
+    Database,
     QueryResult,
     SQLError,
-    SQLiteDatabase,
     open_database,
-    orders_rows,
-    results_match,
-    transpile_gold,
+    transpile,
 )
+from palaestra.verifiers.sql_compare import results_equal_as_sets
+from palaestra.verifiers.sql_skyrl import SKYRL_FORMAT_PENALTY, skyrl_observation, skyrl_solution
 
 REWARDS = ("execution", "skyrl")
 PRESETS = {"easy": (1, 2), "medium": (1, 2, 3, 4, 5), "hard": (4, 5)}
+HELD_OUT_FIRST_SEED = 1_000_000
+"""Reset seeds from here on draw held-out databases (the trainer's ``eval_first_seed``); a
+reset without a seed draws a database below it."""
+OPEN_DATABASES = 8
+"""Databases an env keeps open (the most recently used)."""
 _FENCED_SQL = re.compile(r"```sql[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 SYSTEM_PROMPT = (
-    "You answer questions about a SQLite database by writing one SQL query. Think step by "
-    "step, then give the final query inside <solution>...</solution> (or a ```sql code "
-    "block); only the last one counts. Return exactly the columns the question asks for."
+    "You answer questions about a {dialect} database by writing one SQL query. Think step "
+    "by step, then give the final query inside <solution>...</solution> (or a ```sql code "
+    "block); only the last one counts. Return exactly the columns the question asks for, "
+    "and numbers at full precision (do not round unless asked)."
+)
+SKYRL_SYSTEM_PROMPT = (
+    "You answer questions about a {dialect} database by writing one SQL query. First think "
+    "inside <think>...</think>; then give the final query inside <solution>...</solution>, "
+    "exactly once. After each tool result (an <observation>), start with <think> again."
 )
 
 
@@ -69,14 +85,44 @@ def extract_sql(text: str) -> str | None:
     return bare if re.match(r"(?is)^(select|with)\b", bare) else None
 
 
+@functools.lru_cache(maxsize=4096)
+def gold_in_dialect(sql: str, dialect: str) -> str:
+    """A SQLite gold query in ``dialect`` (for an oracle that answers on another backend;
+    never used to grade: the gold always runs on SQLite)."""
+    return sql if dialect == "sqlite" else transpile(sql, "sqlite", dialect)
+
+
+class RecentlyUsed(OrderedDict[Any, Any]):
+    """At most ``capacity`` values, the least recently used dropped (and closed) first."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = capacity
+
+    def get_or_add(self, key: Any, make: Callable[[], Any]) -> Any:
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        value = self[key] = make()
+        while len(self) > self.capacity:
+            _, dropped = self.popitem(last=False)
+            if hasattr(dropped, "close"):
+                dropped.close()
+        return value
+
+    def close(self) -> None:
+        for value in self.values():
+            if hasattr(value, "close"):
+                value.close()
+        self.clear()
+
+
 class SQLEnv(AnswerEnv):
-    """A question about a database; the answer is one SQLite query (see module docstring).
+    """A question about a database; the answer is one query (see module docstring).
 
-    Subclasses serve problems whose ``data["db_path"]`` names the database and whose
-    ``answer`` is the gold query: :class:`SyntheticSQL` and :class:`SQLDataset`.
+    Subclasses serve problems whose ``data["db_path"]`` names the SQLite file and whose
+    ``answer`` is the gold query (SQLite): :class:`SyntheticSQL` and :class:`SQLDataset`.
     """
-
-    system_prompt = SYSTEM_PROMPT
 
     def __init__(
         self,
@@ -86,19 +132,27 @@ class SQLEnv(AnswerEnv):
         timeout: float = 5.0,
         max_rows: int = DEFAULT_MAX_ROWS,
         max_attempts: int = 1,
+        attempt_cost: float = 0.0,
         render_mode: str | None = None,
     ):
-        super().__init__(max_attempts=max_attempts, render_mode=render_mode)
+        super().__init__(
+            max_attempts=max_attempts, attempt_cost=attempt_cost, render_mode=render_mode
+        )
         if reward not in REWARDS:
             raise ValueError(f"unknown reward {reward!r}; choose one of {REWARDS}")
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; choose one of {sorted(BACKENDS)}")
         self.reward = reward
-        self.reward_range = (-1.0, 1.0) if reward == "skyrl" else (0.0, 1.0)
+        self.reward_range = (SKYRL_FORMAT_PENALTY, 1.0) if reward == "skyrl" else (0.0, 1.0)
         self.timeout = timeout
         self.max_rows = max_rows
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
         self.backend = backend
-        self._databases: dict[Path, Any] = {}
+        prompt = SKYRL_SYSTEM_PROMPT if reward == "skyrl" else SYSTEM_PROMPT
+        self.system_prompt = prompt.format(dialect="DuckDB" if backend == "duckdb" else "SQLite")
+        self._sqlite = RecentlyUsed(OPEN_DATABASES)
+        self._answering = RecentlyUsed(OPEN_DATABASES)
+        self._golds = RecentlyUsed(64)
+        self._exchanges: list[str] = []
 
     # -- the database of the current problem ------------------------------------------------
 
@@ -106,17 +160,32 @@ class SQLEnv(AnswerEnv):
     def db_path(self) -> Path:
         return Path(self.problem.data["db_path"])
 
-    def database(self, path: Path | None = None) -> Any:
-        """The read-only database at ``path`` (default: this problem's), on this env's
-        backend (:func:`palaestra.verifiers.sql.open_database`)."""
+    def sqlite(self, path: Path | None = None) -> SQLiteDatabase:
+        """The SQLite database at ``path`` (default: this problem's), where gold queries run."""
         path = path or self.db_path
-        if path not in self._databases:
-            self._databases[path] = open_database(path, self.backend)
-        return self._databases[path]
+        return self._sqlite.get_or_add(path, lambda: SQLiteDatabase(path))
+
+    def database(self, path: Path | None = None) -> Database:
+        """The database at ``path`` (default: this problem's) on this env's backend, where
+        the agent's queries run."""
+        path = path or self.db_path
+        if self.backend == "sqlite":
+            return self.sqlite(path)
+        return self._answering.get_or_add(path, lambda: open_database(path, self.backend))
 
     def query(self, sql: str, max_rows: int | None = None) -> QueryResult:
         """Run ``sql`` on this problem's database (read-only, time limit, row cap)."""
         return self.database().query(sql, timeout=self.timeout, max_rows=max_rows or self.max_rows)
+
+    def gold(self) -> Gold:
+        """The gold query's result on this problem's SQLite file (a failing gold raises)."""
+        key = (self.db_path, self.problem.answer)
+        return self._golds.get_or_add(
+            key,
+            lambda: Gold.run(
+                self.sqlite(), self.problem.answer, timeout=self.timeout, max_rows=self.max_rows
+            ),
+        )
 
     # -- grading ----------------------------------------------------------------------------
 
@@ -125,31 +194,61 @@ class SQLEnv(AnswerEnv):
         hint = f"\nHint: {evidence}" if evidence else ""
         return f"Database schema:\n{schema}\n\nQuestion: {question}{hint}"
 
+    def record_exchange(self, action: str, observation: str) -> None:
+        """Note a tool turn (the action and the observation shown): SkyRL-SQL's reward reads
+        the whole text of the turns since the last answer."""
+        self._exchanges += [action, observation]
+
     def grade(self, action: str, problem: Problem) -> Grade:
-        malformed = -1.0 if self.reward == "skyrl" else 0.0
+        transcript = "".join([*self._exchanges, action])
+        self._exchanges.clear()
+        if self.reward == "skyrl":
+            return self._grade_skyrl(transcript)
         sql = extract_sql(action)
         if sql is None:
             feedback = "No query found: give it in <solution>...</solution>."
-            return Grade(malformed, False, feedback, {"malformed": 1.0})
-        gold_sql = transpile_gold(problem.answer, self.database().dialect)
-        gold = self.query(gold_sql)  # a failing gold query is a broken task: raise
+            return Grade(0.0, False, feedback, {"malformed": 1.0})
+        gold = self.gold()
         try:
             result = self.query(sql)
         except SQLError as error:
-            if error.syntax:
-                return Grade(
-                    malformed, False, f"The query does not parse: {error}", {"malformed": 1.0}
-                )
-            return Grade(0.0, False, f"The query failed: {error}", {"execution_error": 1.0})
-        if not result.truncated and results_match(
-            result.rows, gold.rows, ordered=orders_rows(problem.answer)
-        ):
+            kind = "malformed" if error.syntax else "execution_error"
+            verb = "does not parse" if error.syntax else "failed"
+            return Grade(0.0, False, f"The query {verb}: {error}", {kind: 1.0})
+        if answer_matches(result, gold):
             return Grade(1.0, True, "Correct.")
-        shown = f"{len(result.rows)}{'+' if result.truncated else ''} rows"
-        return Grade(0.0, False, f"The query ran but returned the wrong result ({shown}).")
+        return Grade(0.0, False, f"The query ran but returned the wrong result ({_shown(result)}).")
+
+    def _grade_skyrl(self, transcript: str) -> Grade:
+        sql = skyrl_solution(transcript)
+        if sql is None:
+            feedback = (
+                "Wrong format: think inside <think>...</think>, then give exactly one "
+                "<solution>...</solution>."
+            )
+            return Grade(SKYRL_FORMAT_PENALTY, False, feedback, {"malformed": 1.0})
+        gold = self.gold()
+        try:
+            result = self.query(sql)
+        except SQLError as error:
+            return Grade(0.0, False, f"The query failed: {error}", {"execution_error": 1.0})
+        if not result.truncated and results_equal_as_sets(result.rows, gold.rows):
+            return Grade(1.0, True, "Correct.")
+        return Grade(0.0, False, f"The query ran but returned the wrong result ({_shown(result)}).")
+
+    def oracle(self) -> Policy:
+        """Answers with the gold query (in this env's dialect)."""
+        text = self.format_answer(gold_in_dialect(self.problem.answer, self.database().dialect))
+        return lambda observation: text
 
     def format_answer(self, answer: str) -> str:
+        if self.reward == "skyrl":
+            return f"<think>The gold query answers it.</think>\n<solution>{answer}</solution>"
         return f"<solution>{answer}</solution>"
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._exchanges.clear()
+        return super().reset(seed=seed, options=options)
 
     def render_text(self) -> str:
         if self._problem is None:
@@ -157,23 +256,34 @@ class SQLEnv(AnswerEnv):
         return f"{self.db_path.name}: {self._problem.prompt.rsplit('Question: ', 1)[-1]}"
 
     def close(self) -> None:
-        for database in self._databases.values():
-            database.close()
-        self._databases.clear()
+        self._golds.clear()
+        self._answering.close()
+        self._sqlite.close()
         super().close()
 
 
+def _shown(result: QueryResult) -> str:
+    return f"{len(result.rows)}{'+' if result.truncated else ''} rows"
+
+
 class SyntheticSQL(SQLEnv):
-    """Generated questions over a generated database (``palaestra.envs.sql.databases``).
+    """Generated questions over generated databases (``palaestra.envs.sql.databases``).
 
     ``domain`` is one of :data:`~palaestra.envs.sql.databases.DOMAINS` (``"mixed"``: any of
     them per episode); ``difficulty`` picks the question levels (easy: filters and joins;
-    medium: all five; hard: nested queries, window functions and CTEs); ``db_seed`` selects
-    the generated database.
+    medium: all five; hard: nested queries and set operations, window functions).
+    ``db_seed``: None (default) draws the database from the reset seed, so each seed has
+    its own data and seeds from :data:`HELD_OUT_FIRST_SEED` on have held-out ones; an int
+    pins one database for every episode.
     """
 
     def __init__(
-        self, domain: str = "shop", difficulty: str = "medium", *, db_seed: int = 0, **kwargs: Any
+        self,
+        domain: str = "shop",
+        difficulty: str = "medium",
+        *,
+        db_seed: int | None = None,
+        **kwargs: Any,
     ):
         super().__init__(**kwargs)
         if domain != "mixed" and domain not in DOMAINS:
@@ -183,29 +293,45 @@ class SyntheticSQL(SQLEnv):
         self.domains = sorted(DOMAINS) if domain == "mixed" else [domain]
         self.levels = PRESETS[difficulty]
         self.db_seed = db_seed
-        self._sources: dict[Path, SQLiteDatabase] = {}
+        self._drawn = RecentlyUsed(64)  # seed -> (problem, RNG state after drawing it)
+
+    def database_seed(self, seed: int | None) -> int:
+        """The seed of this episode's database (see the class docstring)."""
+        if self.db_seed is not None:
+            return self.db_seed
+        if seed is not None:
+            return seed
+        return int(self.np_random.integers(HELD_OUT_FIRST_SEED))
 
     def new_problem(self, seed: int | None, options: dict[str, Any]) -> Problem:
+        """The problem of ``seed``, drawn once per seed and kept (a GRPO group replays a
+        seed); the RNG is left as drawing it leaves it."""
+        if seed is None:
+            return self._draw_problem(None)
+        problem, state = self._drawn.get_or_add(
+            seed, lambda: (self._draw_problem(seed), self.np_random.bit_generator.state)
+        )
+        self.np_random.bit_generator.state = state
+        database_path(problem.data["domain"], problem.data["db_seed"])  # rebuilt if evicted
+        return problem
+
+    def _draw_problem(self, seed: int | None) -> Problem:
         domain = self.domains[int(self.np_random.integers(len(self.domains)))]
-        path = database_path(domain, self.db_seed)
-        if path not in self._sources:  # questions draw their values with SQLite, any backend
-            self._sources[path] = SQLiteDatabase(path)
-        source = self._sources[path].connection
-        question = generate_question(domain, source, self.np_random, levels=self.levels)
+        db_seed = self.database_seed(seed)
+        path = database_path(domain, db_seed)
+        # questions draw their values with SQLite, whatever the backend
+        question = generate_question(
+            domain, self.sqlite(path).connection, self.np_random, levels=self.levels
+        )
         data = {
             "db_path": str(path),
+            "db_seed": db_seed,
             "domain": domain,
             "level": question.level,
             "intent": question.intent,
         }
         schema = self.database(path).schema()
         return Problem(self.prompt(schema, question.text), question.gold_sql, data=data)
-
-    def close(self) -> None:
-        for source in self._sources.values():
-            source.close()
-        self._sources.clear()
-        super().close()
 
     def render_text(self) -> str:
         if self._problem is None:
@@ -238,7 +364,7 @@ class SQLExplorer:
         return self.env.database().describe(table)
 
     def sql(self, query: str) -> str:
-        """Run a read-only SQLite query and see its first rows.
+        """Run a read-only query and see its first rows.
 
         Args:
             query: one SELECT (or WITH) statement
@@ -266,7 +392,8 @@ def format_rows(
 
 class SQLToolEnv(ToolEnv):
     """An :class:`SQLEnv` with exploration tools (see module docstring). ``format="tags"``
-    gives SkyRL-SQL's shape: ``<sql>query</sql>`` explores, ``<solution>`` answers."""
+    gives SkyRL-SQL's shape: ``<sql>query</sql>`` explores, the result comes back in an
+    ``<observation>`` block, ``<solution>`` answers."""
 
     def __init__(
         self,
@@ -289,16 +416,46 @@ class SQLToolEnv(ToolEnv):
             ]
         super().__init__(env, tools, format=format, max_tool_turns=max_tool_turns)
         self.explorer = explorer
+        self.sql_env = inner
+
+    def step(self, action: str) -> StepResult:
+        if self._answers(action):
+            return self._count(self.env.step(action))
+        return self._shown(action, super().step(action))
+
+    async def astep(self, action: str) -> StepResult:
+        if self._answers(action):
+            return self._count(await self.env.astep(action))
+        return self._shown(action, await super().astep(action))
+
+    def _answers(self, action: str) -> bool:
+        """With tags, a turn holding a whole ``<solution>`` answers even if it also has a
+        ``<sql>`` tag (SkyRL-SQL ends the episode on it)."""
+        return self.format.name == "tags" and "<solution>" in action and "</solution>" in action
+
+    def _shown(self, action: str, result: StepResult) -> StepResult:
+        """A tool turn's observation as the agent sees it (in an ``<observation>`` block for
+        tags), noted for SkyRL-SQL's reward; under that reward, running out of turns without
+        a solution scores its format penalty, as in SkyRL-SQL."""
+        observation, reward, terminated, truncated, info = result
+        if info.get("role") == "tool":
+            if self.format.name == "tags":
+                observation = skyrl_observation(observation)
+            self.sql_env.record_exchange(action, observation)
+        if truncated and self.sql_env.reward == "skyrl":
+            reward = SKYRL_FORMAT_PENALTY
+        return observation, reward, terminated, truncated, info
 
     def oracle(self) -> Policy:
         """Explore (list the tables, run the gold query), then submit the gold query."""
-        inner: SQLEnv = self.env.unwrapped
-        gold = inner.problem.answer
+        gold = gold_in_dialect(self.sql_env.problem.answer, self.sql_env.database().dialect)
         calls = [("sql", {"query": gold})]
         if "list_tables" in self.tool_map:
             calls.insert(0, ("list_tables", {}))
         steps = iter(
             self.format.format(ToolCall(name, args), self.own_tools) for name, args in calls
         )
-        answer = inner.format_answer(gold)
+        answer = self.sql_env.format_answer(gold)
+        if self.sql_env.reward == "skyrl":  # every turn thinks first
+            steps = (f"<think>Let me look.</think>\n{step}" for step in steps)
         return lambda observation: next(steps, None) or answer

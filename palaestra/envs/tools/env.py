@@ -6,8 +6,16 @@ action without a tool call is a message to the user, whose reply is the next obs
 actions with tool calls run them against the episode's database and get the results (role
 ``tool``). The registered ``tools:*`` ids are the two together.
 
-Reward: 1 when the conversation ends with the database equal to the reference actions'
-replay on a fresh copy and every required fact told to the user, else 0 (see
+Each episode draws its database from the reset seed (``db_seed=None``; an int pins one
+database): ids, names, amounts and answers vary per seed, and seeds from the trainer's
+``eval_first_seed`` (1,000,000) on give databases no training seed below it gives. Recently
+built databases and recently drawn tasks are cached (a GRPO group replays one seed several
+times).
+
+Reward: 1 when the conversation ends with (a) the database equal to the reference actions'
+replay on a fresh copy, (b) every required fact told to the user and no value made up
+(:mod:`palaestra.envs.tools.facts`), and (c) the task's action checks held, with no call
+made before the user told the facts it needs; else 0 (see
 :mod:`palaestra.envs.tools.backend`). The user ends the conversation (satisfied, or out of
 patience); the episode also ends after ``max_turns`` messages to the user, graded the same
 way, or when the turn budget of the tool wrapper runs out (reward 0).
@@ -15,9 +23,14 @@ way, or when the turn budget of the tool wrapper runs out (reward 0).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import inspect
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -25,17 +38,19 @@ import pydantic
 
 from palaestra.agents.spec import make_agent
 from palaestra.core.env import Policy, ResetResult, StepResult
+from palaestra.core.tool_calls import ToolCall
 from palaestra.envs.base import EPISODE_OVER, TurnBasedEnv, difficulty_preset
 from palaestra.envs.tool_env import ToolEnv
-from palaestra.envs.tools.backend import (
-    Backend,
-    ToolTask,
-    mentions,
-    replay,
-    state_diff,
-    state_hash,
+from palaestra.envs.tools.backend import Backend, ToolTask, chunks, replay, state_diff
+from palaestra.envs.tools.checks import Before, Call, Required, matches
+from palaestra.envs.tools.facts import REASON, Fact, Values, judge, merge, shown, values
+from palaestra.envs.tools.user import (
+    FACTS_PER_REPLY,
+    Progress,
+    ScriptedUser,
+    SimulatedUser,
+    UserTurn,
 )
-from palaestra.envs.tools.user import Progress, ScriptedUser, SimulatedUser, UserTurn
 from palaestra.tools.function import run_coroutine
 
 DOMAINS = {
@@ -47,6 +62,10 @@ LEVELS = {"easy": {"levels": (1,)}, "medium": {"levels": (2,)}, "hard": {"levels
 LEVELS["mixed"] = {"levels": (1, 2, 3)}
 MAX_MESSAGE_CHARS = 2000
 """The part of a message to the user that counts (a policy must not list every possible fact)."""
+EPISODE_DATABASE = 1
+"""The stream of a reset seed that draws the episode's database (the task uses the env's)."""
+MAX_DRAWS = 100
+"""Tasks drawn before giving up on one whose request does not already hold its answer."""
 
 SYSTEM_PROMPT = """You are a customer support agent of {company}. Help the customer with their \
 request using the tools, following the policy below exactly. A message without a tool call is \
@@ -66,16 +85,58 @@ def backend_type(domain: str | type[Backend]) -> type[Backend]:
     return getattr(importlib.import_module(module), name)
 
 
-@functools.lru_cache(maxsize=16)
-def database(backend: type[Backend], db_seed: int) -> pydantic.BaseModel:
-    """The domain's database for ``db_seed`` (built once per process; never modified)."""
+DatabaseSeed = int | tuple[int, ...]
+
+
+@functools.lru_cache(maxsize=48)
+def database(backend: type[Backend], db_seed: DatabaseSeed) -> pydantic.BaseModel:
+    """The domain's database for ``db_seed`` (an int, or the entropy of an episode's database:
+    ``(seed, EPISODE_DATABASE)``), built once per process while recently used; never modified."""
     return backend.generate(np.random.default_rng(db_seed))
 
 
-@functools.lru_cache(maxsize=16)
-def snapshot(backend: type[Backend], db_seed: int) -> dict[str, Any]:
+@functools.lru_cache(maxsize=48)
+def snapshot(backend: type[Backend], db_seed: DatabaseSeed) -> dict[str, Any]:
     """:func:`database` as plain data, which episodes copy from."""
     return database(backend, db_seed).model_dump()
+
+
+@functools.lru_cache(maxsize=8)
+def shown_by_the_prompt(backend: type[Backend]) -> Values:
+    """The values the system prompt and the tools' schemas show the agent (examples such as
+    ``'#W1000'``, the daily limit)."""
+    schemas = json.dumps([t.schema for t in backend().tools()])
+    return shown(f"{backend.policy}\n{schemas}", backend.vocabulary)
+
+
+class RecentDraws:
+    """The tasks drawn last (a thread-safe LRU): a GRPO group replays one seed several times,
+    and the draw and its replay cost as much as the rest of a reset."""
+
+    def __init__(self, size: int = 64):
+        self.size = size
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+            return self._items.get(key)
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+RECENT_DRAWS = RecentDraws()
+
+
+def _state_key(rng: np.random.Generator) -> str:
+    return json.dumps(rng.bit_generator.state, sort_keys=True)
 
 
 def make_user(user: str | SimulatedUser) -> SimulatedUser:
@@ -90,6 +151,20 @@ def make_user(user: str | SimulatedUser) -> SimulatedUser:
     return AgentUser(make_agent(user))
 
 
+@dataclasses.dataclass
+class Grading:
+    """What the conversation has done so far toward the task (see :meth:`ToolUseEnv.progress`)."""
+
+    seen: Values
+    told: set[Fact] = dataclasses.field(default_factory=set)
+    fabricated: list[str] = dataclasses.field(default_factory=list)
+    guesses: list[str] = dataclasses.field(default_factory=list)
+    calls_read: int = 0
+    conversation: int = -1
+    database_done: bool = False
+    database_checked_at: int = -1
+
+
 class ToolUseEnv(TurnBasedEnv):
     """The conversation with a simulated user (see module docstring).
 
@@ -97,7 +172,8 @@ class ToolUseEnv(TurnBasedEnv):
         domain: ``"shop"``, ``"bank"``, ``"clinic"``, or a :class:`Backend` subclass.
         difficulty: ``easy`` (one action), ``medium`` (several dependent actions), ``hard``
             (needs what only the user knows), or ``mixed``.
-        db_seed: the seed of the domain's database (tasks vary with the reset seed).
+        db_seed: None (default) draws each episode's database from the reset seed; an int
+            pins one database for every episode.
         user: ``"scripted"``, an agent spec for a model as the user, or a user object.
         max_turns: messages to the user before the conversation is cut.
     """
@@ -109,7 +185,7 @@ class ToolUseEnv(TurnBasedEnv):
         domain: str | type[Backend] = "shop",
         *,
         difficulty: str = "medium",
-        db_seed: int = 0,
+        db_seed: int | None = None,
         user: str | SimulatedUser = "scripted",
         max_turns: int = 10,
         render_mode: str | None = None,
@@ -125,8 +201,9 @@ class ToolUseEnv(TurnBasedEnv):
         self.backend = self.backend_type()
         self._referee = self.backend_type()  # replays the reference actions
         self._task: ToolTask | None = None
-        self._expected = ""
-        self._said: list[str] = []
+        self._episode_db: DatabaseSeed = 0
+        self._expected: dict[str, Any] = {}
+        self._grading = Grading(seen={})
 
     @property
     def system_prompt(self) -> str:
@@ -136,6 +213,7 @@ class ToolUseEnv(TurnBasedEnv):
 
     @property
     def task(self) -> ToolTask:
+        """The episode's task, completed: every required fact and action check included."""
         if self._task is None:
             raise RuntimeError("call reset() before reading the task")
         return self._task
@@ -145,29 +223,135 @@ class ToolUseEnv(TurnBasedEnv):
     ) -> ResetResult:
         super().reset(seed=seed)
         options = options or {}
-        db = database(self.backend_type, self.db_seed)
+        self._episode_db = self._database_seed(seed)
         level = int(
             options.get("level", self.levels[int(self.np_random.integers(len(self.levels)))])
         )
-        task = self.backend_type.generate_task(db, self.np_random, level)
-        initial = snapshot(self.backend_type, self.db_seed)
-        self._expected = state_hash(replay(self._referee, initial, task.actions))
-        self.backend.load(initial)
-        self._task, self._said = task, []
+        self._task = self._draw_task(level)
+        self.backend.load(snapshot(self.backend_type, self._episode_db))
+        seen: Values = {kind: set(found) for kind, found in self._prompt_values().items()}
+        merge(seen, shown(self._task.request, self.backend_type.vocabulary))
+        self._grading = Grading(seen=seen)
         self.start()
-        return self.user.start(task), {"role": "user", "level": task.level}
+        return self.user.start(self._task), {"role": "user", "level": self._task.level}
+
+    def _database_seed(self, seed: int | None) -> DatabaseSeed:
+        if self.db_seed is not None:
+            return self.db_seed
+        if seed is None:
+            seed = int(self.np_random.integers(2**63))
+        return (seed, EPISODE_DATABASE)
+
+    def _prompt_values(self) -> Values:
+        return shown_by_the_prompt(self.backend_type)
+
+    def _draw_task(self, level: int) -> ToolTask:
+        """A task of ``level`` over the episode's database, completed (see :meth:`_draw`); the
+        same database, level and generator state give the same task, so a recent draw is
+        reused (with the generator moved on as the draw moved it)."""
+        key = (self.backend_type, self._episode_db, level, _state_key(self.np_random))
+        drawn = RECENT_DRAWS.get(key)
+        if drawn is None:
+            task = self._draw(level)
+            drawn = (task, self._expected, self.np_random.bit_generator.state)
+            RECENT_DRAWS.put(key, drawn)
+        task, self._expected, state = drawn
+        self.np_random.bit_generator.state = state
+        return task
+
+    def _draw(self, level: int) -> ToolTask:
+        """Draw a task of ``level`` over the episode's database and replay it; tasks whose
+        request or user facts already state a fact to tell are drawn again."""
+        db = database(self.backend_type, self._episode_db)
+        initial = snapshot(self.backend_type, self._episode_db)
+        for _ in range(MAX_DRAWS):
+            task = self.backend_type.generate_task(db, self.np_random, level)
+            end = replay(self._referee, initial, task.actions)
+            task = self._complete(task)
+            if not self._answered_by_the_user(task):
+                self._expected = end.model_dump()
+                return task
+        raise RuntimeError(f"no level-{level} {self.backend_type.name} task fits this database")
+
+    def _complete(self, task: ToolTask) -> ToolTask:
+        """``task`` with the facts and checks of the replay just made (see :class:`ToolTask`)."""
+        referee = self._referee
+        report = tuple(dict.fromkeys((*task.report, *referee.told)))
+        return dataclasses.replace(
+            task,
+            report=report,
+            checks=(*task.checks, *referee.policy_checks(task.actions)),
+            outcomes=tuple(referee.outputs),
+            topics=self.backend_type.topics,
+            vocabulary=self.backend_type.vocabulary,
+        )
+
+    def _answered_by_the_user(self, task: ToolTask) -> bool:
+        texts = " ".join((task.request, *(fact.text for fact in task.facts)))
+        known = values(texts, task.vocabulary)
+        return any(fact.value in known[fact.kind] for fact in task.report)
+
+    # -- grading ---------------------------------------------------------------------------
 
     def progress(self) -> Progress:
-        """Whether the database is the reference end state and every required fact was said."""
-        reported = all(
-            any(mentions(text, fact) for text in self._said) for fact in self.task.report
+        """Whether the database is the reference end state, every required fact was told with
+        nothing made up, and the action checks hold with no write guessed."""
+        grading = self._absorb_calls()
+        return Progress(
+            database_done=self._database_done(),
+            reported=not grading.fabricated and set(self.task.report) <= grading.told,
+            rules_followed=not grading.guesses and not self.check_problems(),
         )
-        return Progress(state_hash(self.backend.db) == self._expected, reported)
+
+    def check_problems(self) -> list[str]:
+        """How the calls so far break the task's action checks."""
+        calls = self.backend.calls
+        return [problem for check in self.task.checks if (problem := check.problem(calls))]
+
+    def problems(self) -> list[str]:
+        """Everything that keeps the episode from success so far (for logs and tests)."""
+        grading = self._absorb_calls()
+        missing = [
+            f"not told: {f.what} ({f.text})" for f in self.task.report if f not in grading.told
+        ]
+        return [
+            *(f"database differs at {path}" for path in self.mismatch()),
+            *missing,
+            *(f"made up: {value}" for value in grading.fabricated),
+            *self.check_problems(),
+            *grading.guesses,
+        ]
 
     def mismatch(self) -> list[str]:
         """Paths where the database differs from the reference end state (for logs)."""
-        initial = snapshot(self.backend_type, self.db_seed)
+        initial = snapshot(self.backend_type, self._episode_db)
         return state_diff(replay(self._referee, initial, self.task.actions), self.backend.db)
+
+    def _database_done(self) -> bool:
+        grading, revision = self._grading, self.backend.revision
+        if grading.database_checked_at != revision:  # only tool calls and loads change it
+            grading.database_done = self.backend.db.model_dump() == self._expected
+            grading.database_checked_at = revision
+        return grading.database_done
+
+    def _absorb_calls(self) -> Grading:
+        """Take in the tool calls made since the last look: their outputs are now shown to the
+        agent, and a call made before the user told a fact it needs (``UserFact.needed_by``) is
+        a guess."""
+        grading, backend = self._grading, self.backend
+        if grading.conversation != backend.conversation:  # the backend was loaded anew
+            grading.conversation, grading.calls_read = backend.conversation, 0
+        told = getattr(self.user, "told", None)
+        for call, output in zip(
+            backend.calls[grading.calls_read :], backend.outputs[grading.calls_read :], strict=True
+        ):
+            merge(grading.seen, shown(output, self.backend_type.vocabulary))
+            if call.accepted and told is not None:
+                grading.guesses += _guessed(call, self.task, told)
+        grading.calls_read = len(backend.calls)
+        return grading
+
+    # -- the conversation ------------------------------------------------------------------
 
     def play(self, action: str) -> StepResult:
         progress = self._message(action)
@@ -187,10 +371,16 @@ class ToolUseEnv(TurnBasedEnv):
         return self._reply(reply, progress)
 
     def _message(self, action: str) -> Progress:
-        self._said.append(action[:MAX_MESSAGE_CHARS])
+        grading = self._absorb_calls()
+        verdict = judge(
+            action[:MAX_MESSAGE_CHARS], self.task.report, grading.seen, self.task.vocabulary
+        )
+        grading.told |= verdict.told
+        grading.fabricated += verdict.fabricated
         return self.progress()
 
     def _reply(self, reply: UserTurn, progress: Progress) -> StepResult:
+        merge(self._grading.seen, shown(reply.text, self.backend_type.vocabulary))
         if not (reply.stop or self.turns_left() <= 0):
             return self.proceed(reply.text)
         success = progress.satisfied
@@ -200,6 +390,7 @@ class ToolUseEnv(TurnBasedEnv):
             success,
             database_match=float(progress.database_done),
             reported=float(progress.reported),
+            rules_followed=float(progress.rules_followed),
             level=float(self.task.level),
         )
 
@@ -210,8 +401,13 @@ class ToolUseEnv(TurnBasedEnv):
         return (
             f"{self.backend_type.name}, level {self.task.level}: {self.task.goal}\n"
             f"-- message {self.turn}/{self.max_turns}, database done: {progress.database_done}, "
-            f"reported: {progress.reported}"
+            f"reported: {progress.reported}, rules followed: {progress.rules_followed}"
         )
+
+
+def _guessed(call: Call, task: ToolTask, told: set[Any]) -> list[str]:
+    missing = [f for f in task.facts if call.name in f.needed_by and f not in told]
+    return [f"{call.name} was called before the user said: {fact.text}" for fact in missing]
 
 
 class DomainTools(ToolEnv):
@@ -224,17 +420,33 @@ class DomainTools(ToolEnv):
         super().__init__(env, inner.backend.tools(), format=format, max_tool_turns=max_tool_turns)
 
     def oracle(self) -> Policy:
-        """Ask for what only the user knows, make every reference call in one action, then
-        tell the user the outcome with the required facts."""
+        """Ask for what only the user knows (two facts per question), make the reference
+        calls in one action (with the reads the checks want before them), then tell the user
+        the required facts (or why the request cannot be done)."""
         task: ToolTask = self.env.unwrapped.task
-        steps = []
-        if task.facts:
-            topics = ", ".join(fact.topics[0] for fact in task.facts)
-            steps.append(f"I can help with that. Could you tell me: {topics}?")
-        if task.actions:
-            steps.append(
-                "\n".join(self.format.format(call, self.own_tools) for call in task.actions)
-            )
-        done = " ".join(("All done.", *task.report))
+        steps = [
+            f"I can help with that. Could you tell me: {', '.join(f.topics[0] for f in pair)}?"
+            for pair in chunks(task.facts, FACTS_PER_REPLY)
+        ]
+        calls = oracle_calls(task)
+        if calls:
+            steps.append("\n".join(self.format.format(call, self.own_tools) for call in calls))
+        refused = any(fact.kind == REASON for fact in task.report)
+        opening = "I'm sorry, I cannot do that:" if refused else "All done."
+        done = " ".join((opening, *(fact.text + "." for fact in task.report)))
         plan = iter(steps)
         return lambda observation: next(plan, None) or done
+
+
+def oracle_calls(task: ToolTask) -> list[ToolCall]:
+    """The reference actions, each preceded by the reads its :class:`Before` checks want, and
+    the calls :class:`Required` checks want before the last one."""
+    calls: list[ToolCall] = []
+    for action in task.actions:
+        made = Call(action.name, action.arguments, accepted=True, writes=True)
+        for check in task.checks:
+            if isinstance(check, Before) and matches(check.then, made) and check.first not in calls:
+                calls.append(check.first)
+        calls.append(action)
+    required = [c.call for c in task.checks if isinstance(c, Required) and c.call not in calls]
+    return [*calls[:-1], *required, *calls[-1:]]

@@ -3,30 +3,44 @@
 A user opens the conversation with the task's request and answers each message the agent
 sends it (tool calls go to the tools, everything else to the user). Two kinds:
 
-* :class:`ScriptedUser` (default): tells what only it knows when the agent's message asks
-  about it (other questions get "I don't know that"), says yes to confirmation questions,
-  asks for the facts it wants to hear once the work is done, ends the conversation when
-  satisfied and gives up after ``patience`` unproductive replies. Deterministic, instant,
-  and it cannot be talked into anything: it judges "satisfied" by the database, not by
-  what the agent claims.
+* :class:`ScriptedUser` (default): reads only the questions of a message (its sentences that
+  end in ``?``) and matches its facts' topics there as whole words ("update your file" asks
+  no date); tells at most :data:`FACTS_PER_REPLY` facts per reply, and none when one message
+  asks about more than :data:`MAX_TOPICS_ASKED` of the domain's topics (a questionnaire of
+  every topic gets "one thing at a time"); agrees to a proposal ("Shall I proceed?") only when
+  every id and value the message states belongs to its goal, and objects otherwise; ends the
+  conversation when satisfied and gives up after ``patience`` unproductive replies. Its
+  replies never depend on the database, only its satisfaction does, so it leaks nothing
+  about the state (not even that a refused request needs no action).
 * :class:`AgentUser`: any palaestra agent (a served model with a persona prompt) plays the
   user; it ends the conversation by writing ``###STOP###``.
 
-Both are graded the same way (final database and reported facts, see
+Both are graded the same way (final database, facts told, action checks; see
 :mod:`palaestra.envs.tools.backend`); the user only decides when the conversation ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import json
+import re
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from palaestra.agents.base import Agent, Conversation, next_action
 from palaestra.core.messages import Message
 from palaestra.envs.tools.backend import ToolTask, UserFact
+from palaestra.envs.tools.facts import GRADED, Values, has_phrase, merge, plain, shown, values
 
 STOP = "###STOP###"
+FACTS_PER_REPLY = 2
+"""Most facts the scripted user tells in one reply."""
+MAX_TOPICS_ASKED = 3
+"""Most of the domain's topics one message may ask about before the user asks to go slower."""
+MAX_READ_CHARS = 4000
+"""How much of a message the scripted user reads."""
+AGREEMENT_KINDS = (*GRADED, "date", "phone", "number")
+"""Kinds of values a proposal must take from the user's goal."""
 
 
 @dataclass(frozen=True)
@@ -35,10 +49,11 @@ class Progress:
 
     database_done: bool
     reported: bool
+    rules_followed: bool = True
 
     @property
     def satisfied(self) -> bool:
-        return self.database_done and self.reported
+        return self.database_done and self.reported and self.rules_followed
 
 
 @dataclass(frozen=True)
@@ -51,7 +66,9 @@ class UserTurn:
 
 @runtime_checkable
 class SimulatedUser(Protocol):
-    """Opens a conversation about a task and replies to the agent's messages."""
+    """Opens a conversation about a task and replies to the agent's messages. A user that
+    keeps ``told`` (the :class:`UserFact` s it has told) lets the env fail writes made before
+    the facts they need were told (guesses)."""
 
     def start(self, task: ToolTask) -> str:
         """Begin a conversation; returns the user's opening message."""
@@ -63,21 +80,50 @@ class SimulatedUser(Protocol):
 
 
 YES = "Yes, please go ahead."
-CONFIRMATION_CUES = ("confirm", "proceed", "go ahead", "shall i", "should i", "would you like me")
+CONFIRMATION_CUES = (
+    "confirm", "proceed", "go ahead", "shall i", "should i", "would you like me",
+    "do you want me", "okay to", "ok to", "is that ok", "is that okay", "is that right",
+)  # fmt: skip
+
+
+def questions(message: str) -> list[str]:
+    """The sentences of ``message`` that ask something (end with ``?``), as :func:`plain`
+    text."""
+    sentences = re.split(r"(?<=[.!?])\s+|\n+", message)
+    return [plain(sentence) for sentence in sentences if sentence.strip().endswith("?")]
+
+
+def asks(asked: Sequence[str], topics: Sequence[str]) -> bool:
+    """Whether one of the ``asked`` questions holds one of ``topics`` as whole words."""
+    return any(has_phrase(question, topics) for question in asked)
+
+
+def goal_values(task: ToolTask) -> Values:
+    """Every value the user's goal involves: its request, goal, facts, the facts it expects to
+    hear, and the reference calls' arguments and outputs."""
+    texts = [task.request, task.goal, *(f.text for f in task.facts), *(f.text for f in task.report)]
+    texts += [json.dumps(action.arguments, default=str) for action in task.actions]
+    texts += task.outcomes
+    found: Values = {}
+    for text in texts:
+        merge(found, shown(text, task.vocabulary))
+    return found
 
 
 @dataclass
 class ScriptedUser:
     """A rule-based user (see the module docstring); ``patience`` unproductive replies
-    (nothing new asked, nothing done) before it gives up."""
+    (nothing new asked, nothing done) before it gives up; it accepts a proposal's values when
+    they are :func:`goal_values` (read at the first proposal)."""
 
     patience: int = 3
     task: ToolTask | None = None
     told: set[UserFact] = field(default_factory=set)
     idle_replies: int = 0
+    agreeable: Values | None = None
 
     def start(self, task: ToolTask) -> str:
-        self.task, self.told, self.idle_replies = task, set(), 0
+        self.task, self.told, self.idle_replies, self.agreeable = task, set(), 0, None
         return task.request
 
     def respond(self, message: str, progress: Progress) -> UserTurn:
@@ -86,26 +132,39 @@ class ScriptedUser:
             raise RuntimeError("ScriptedUser.respond before start")
         if progress.satisfied:
             return UserTurn("Thank you, that's all I needed.", stop=True)
-        asked = message.lower()
-        new = [f for f in task.facts if f not in self.told and any(t in asked for t in f.topics)]
-        if new:
-            self.told.update(new)
-            return UserTurn(" ".join(fact.text for fact in new))
+        asked = questions(message[:MAX_READ_CHARS])
+        too_many = sum(asks(asked, group) for group in task.topics) > MAX_TOPICS_ASKED
+        new = [f for f in task.facts if f not in self.told and asks(asked, f.topics)]
+        if new and not too_many:
+            self.told.update(new[:FACTS_PER_REPLY])
+            return UserTurn(" ".join(fact.text for fact in new[:FACTS_PER_REPLY]))
         self.idle_replies += 1
         if self.idle_replies > self.patience:
             return UserTurn("This isn't going anywhere; I'll try another time.", stop=True)
-        if progress.database_done:
-            return UserTurn(task.report_question)
-        if any(cue in asked for cue in CONFIRMATION_CUES):
-            return UserTurn(YES)
-        repeated = [
-            f.text for f in task.facts if f in self.told and any(t in asked for t in f.topics)
-        ]
+        if too_many:
+            return UserTurn("That's a lot of questions at once. What do you need first?")
+        return UserTurn(self._idle_reply(message, asked, task))
+
+    def _idle_reply(self, message: str, asked: list[str], task: ToolTask) -> str:
+        repeated = [f.text for f in task.facts if f in self.told and asks(asked, f.topics)]
         if repeated:
-            return UserTurn("As I said: " + " ".join(repeated))
-        if "?" in message:
-            return UserTurn(f"I don't know that. What I need: {task.request}")
-        return UserTurn(f"That doesn't solve my problem yet. To repeat: {task.request}")
+            return "As I said: " + " ".join(repeated)
+        if asks(asked, CONFIRMATION_CUES):
+            if self.agrees(message[:MAX_READ_CHARS]):
+                return YES
+            return f"No, that is not what I asked for. {task.request}"
+        if asked:
+            return f"I don't know that. What I need: {task.request}"
+        return f"Is it done? What I need: {task.request}"
+
+    def agrees(self, proposal: str) -> bool:
+        """Whether every id and value ``proposal`` states belongs to the user's goal."""
+        if self.task is None:
+            raise RuntimeError("ScriptedUser.agrees before start")
+        if self.agreeable is None:
+            self.agreeable = goal_values(self.task)
+        stated, agreeable = values(proposal, self.task.vocabulary), self.agreeable
+        return all(stated[kind] <= agreeable.get(kind, set()) for kind in AGREEMENT_KINDS)
 
 
 PERSONA = """You are a customer talking to a support agent, in short, natural messages.

@@ -63,7 +63,8 @@ class Retriever:
         raise NotImplementedError
 
     def search(self, query: str, k: int = 3) -> list[Doc]:
-        """The top ``k`` documents for ``query``, best first (fewer when fewer match)."""
+        """The top ``k`` documents for ``query``, best first (fewer only when the corpus has
+        fewer)."""
         return self.search_many([query], k)[0]
 
     async def asearch(self, query: str, k: int = 3) -> list[Doc]:
@@ -75,9 +76,10 @@ class Retriever:
 
 
 def passages_text(docs: Sequence[Doc]) -> str:
-    """Documents as Search-R1 shows them to the model: ``Doc 1(Title: T) text`` per line.
+    """Documents as Search-R1 shows them to the model: ``Doc 1(Title: "T") text`` per line
+    (the title line of the ``contents`` field, quotes included, then the text).
 
     >>> passages_text([Doc("1", "Ada", "A mathematician.")])
-    'Doc 1(Title: Ada) A mathematician.'
+    'Doc 1(Title: "Ada") A mathematician.'
     """
-    return "\n".join(f"Doc {i}(Title: {d.title}) {d.text}" for i, d in enumerate(docs, start=1))
+    return "\n".join(f'Doc {i}(Title: "{d.title}") {d.text}' for i, d in enumerate(docs, start=1))

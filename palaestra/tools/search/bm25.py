@@ -6,7 +6,8 @@
 The first build of a corpus is saved under ``cache_dir/bm25/<corpus hash>`` (default
 ``$PALAESTRA_CACHE_DIR``, else ``$XDG_CACHE_HOME/palaestra``, else ``~/.cache/palaestra``);
 later builds of the same documents load it, and indexes already loaded in this process are
-shared. Documents without a query term in common with the query are not returned.
+shared. Every query gets ``k`` documents when the corpus has them, as a Search-R1 index
+does: documents without a query term in common with the query fill the list with score 0.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from palaestra.core.cache import cache_root
 from palaestra.tools.search.base import Doc, Retriever, check_k, clean_query
@@ -120,12 +123,15 @@ class BM25Retriever(Retriever):
         k = min(check_k(k), len(self.docs))
         if not queries:
             return []
-        tokens = _tokenize([clean_query(q) for q in queries])
-        ids, scores = self.index.retrieve(tokens, k=k, show_progress=False, n_threads=1)
-        return [
-            [self._hit(int(i), float(s)) for i, s in zip(row_ids, row_scores, strict=True) if s > 0]
-            for row_ids, row_scores in zip(ids, scores, strict=True)
-        ]
+        return [self._top(tokens, k) for tokens in _tokenize([clean_query(q) for q in queries])]
+
+    def _top(self, tokens: list[str], k: int) -> list[Doc]:
+        """The ``k`` best documents for one tokenized query, best first (scored straight
+        from the index: a fraction of the cost of ``bm25s.BM25.retrieve`` per query)."""
+        scores = self.index.get_scores(tokens) if tokens else np.zeros(len(self.docs), np.float32)
+        best = np.argpartition(-scores, k - 1)[:k]
+        best = best[np.argsort(-scores[best], kind="stable")]
+        return [self._hit(int(i), float(scores[i])) for i in best]
 
     def _hit(self, index: int, score: float) -> Doc:
         doc = self.docs[index]

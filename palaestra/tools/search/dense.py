@@ -88,17 +88,17 @@ class DenseRetriever(Retriever):
         return embeddings
 
     def search_many(self, queries: Sequence[str], k: int) -> list[list[Doc]]:
+        """The ``k`` most similar documents of each query (an empty query, too: like a
+        Search-R1 index, every query gets ``k`` documents when the corpus has them)."""
         k = min(check_k(k), len(self.docs))
-        cleaned = [clean_query(q) for q in queries]
-        live = [i for i, q in enumerate(cleaned) if q]
-        results: list[list[Doc]] = [[] for _ in queries]
-        if not live:
-            return results
-        vectors = _normalized(self.encode([self.query_prefix + cleaned[i] for i in live]))
+        if not queries:
+            return []
+        vectors = _normalized(self.encode([self.query_prefix + clean_query(q) for q in queries]))
         scores = vectors @ self.embeddings.T
-        for row, i in enumerate(live):
-            top = np.argsort(-scores[row], kind="stable")[:k]
-            results[i] = [self._hit(int(j), float(scores[row, j])) for j in top]
+        results = []
+        for row in scores:
+            top = np.argsort(-row, kind="stable")[:k]
+            results.append([self._hit(int(j), float(row[j])) for j in top])
         return results
 
     def _hit(self, index: int, score: float) -> Doc:

@@ -1,8 +1,8 @@
 """The ``search`` tool: a query in, the top documents out, with a per-episode call budget.
 
-In the Search-R1 protocol (``wrap="information"``) results come back as
-``<information>Doc 1(Title: T) text ...</information>``; in the default tool-call format
-they are the tool message itself. A failing retriever (a server that is down or slow) gives
+With ``wrap="information"`` results come back as
+``<information>Doc 1(Title: "T") text ...</information>``; by default they are the tool
+message itself. (Search-R1's own protocol is :mod:`palaestra.envs.search.search_r1`.) A failing retriever (a server that is down or slow) gives
 an ``error: ...`` observation and the episode goes on.
 """
 

@@ -31,13 +31,16 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """A uvicorn server in a thread on a free loopback port."""
+    """The retrieval server (with its connection guards) in a thread on a free loopback port."""
 
-    def __init__(self, app):
-        uvicorn = pytest.importorskip("uvicorn")
+    def __init__(self, retriever, **options):
+        pytest.importorskip("uvicorn")
+        from palaestra.server.retriever import build_retriever_server
+
         self.port = free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error")
-        self.server = uvicorn.Server(config)
+        self.server = build_retriever_server(
+            retriever, port=self.port, log_level="error", **options
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property
@@ -59,7 +62,5 @@ class LiveServer:
 
 @pytest.fixture(scope="session")
 def server_url(bm25: BM25Retriever):
-    from palaestra.server.retriever import create_app
-
-    with LiveServer(create_app(bm25)) as live:
+    with LiveServer(bm25) as live:
         yield live.url

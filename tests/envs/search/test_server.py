@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 
 import palaestra
-from palaestra.server.retriever import check_binding, create_app
-from palaestra.tools.search import Doc, RemoteRetriever, RetrieverError, SearchTool
+from palaestra.server.retriever import RetrieverLimits, check_binding
+from palaestra.tools.search import Doc, RemoteRetriever, Retriever, RetrieverError, SearchTool
 from tests.envs.search.conftest import LiveServer
 
 
 def test_response_shape_is_search_r1s(server_url, bm25):
     body = {"queries": ["Lantern of Orinaes", "zzzz"], "topk": 3, "return_scores": True}
     result = httpx.post(server_url, json=body).json()["result"]
-    assert len(result) == 2 and result[1] == []
     expected = bm25.search("Lantern of Orinaes", 3)
     assert result[0] == [
         {
@@ -27,6 +29,7 @@ def test_response_shape_is_search_r1s(server_url, bm25):
         }
         for d in expected
     ]
+    assert [item["score"] for item in result[1]] == [0.0] * 3  # no word matches: still topk
     plain = httpx.post(server_url, json={**body, "return_scores": False}).json()["result"]
     assert plain[0] == [item["document"] for item in result[0]]
 
@@ -37,18 +40,138 @@ def test_client_round_trip(server_url, bm25):
         d.id for d in bm25.search("Lantern of Orinaes", 3)
     ]
     assert asyncio.run(client.asearch("Lantern of Orinaes", 2))[0].title == "The Lantern of Orinaes"
-    assert client.search("a" * (1 << 20), 3) == []  # 1 MB query: cut by the client
+    assert len(client.search("a" * (1 << 20), 3)) == 3  # 1 MB query: cut by the client
+    assert len(client.search_many(["x"], 1000)) == 1 and len(client.search("x", 1000)) == 1000
 
 
-def test_bad_requests_are_rejected(server_url):
-    assert httpx.post(server_url, json={"queries": ["x"], "topk": 0}).status_code == 422
-    assert httpx.post(server_url, json={"queries": "x"}).status_code == 422
-    with pytest.raises(RetrieverError, match="HTTP 422"):
-        RemoteRetriever(server_url).search_many(["x"], 1000)
+@pytest.mark.parametrize("topk", [None, 0])
+def test_topk_null_or_zero_is_the_default(bm25, topk):
+    with LiveServer(bm25, topk=5) as live:
+        body = {"queries": ["Lantern of Orinaes"], "topk": topk, "return_scores": True}
+        assert len(httpx.post(live.url, json=body).json()["result"][0]) == 5
+        assert len(httpx.post(live.url, json={"queries": ["x"]}).json()["result"][0]) == 5
+
+
+def test_every_query_gets_topk_documents(server_url):
+    queries = ["", "the of a", "zzzz qqqq", "\x00", "Lantern"]
+    rows = httpx.post(server_url, json={"queries": queries, "topk": 4}).json()["result"]
+    assert [len(row) for row in rows] == [4] * len(queries)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"queries": "x"}, "'queries'"),
+        ({"queries": [1, 2]}, "'queries'"),
+        ({"queries": ["x"], "topk": -1}, "'topk'"),
+        ({"queries": ["x"], "topk": "3"}, "'topk'"),
+        ({"queries": ["x"], "topk": True}, "'topk'"),
+        ({"queries": ["x"], "return_scores": "yes"}, "'return_scores'"),
+        (["x"], "JSON object"),
+    ],
+)
+def test_bad_requests_are_refused_with_a_short_message(server_url, body, field):
+    response = httpx.post(server_url, json=body)
+    assert response.status_code == 422 and field in response.json()["detail"]
+
+
+def test_errors_never_repeat_the_request(server_url):
+    marker = "UNIQUE-MARKER-" + "x" * 20
+    too_many = {"queries": [f"{marker}{i}" for i in range(10_000)], "topk": 3}
+    response = httpx.post(server_url, json=too_many)
+    assert response.status_code == 422
+    assert "10000 queries in one request" in response.json()["detail"]
+    assert marker not in response.text and len(response.content) < 300
+    garbage = httpx.post(server_url, content=b"{" + marker.encode() * 1000)
+    assert garbage.status_code == 422 and marker not in garbage.text
+    deep = httpx.post(server_url, content=b"[" * 100_000 + b"]" * 100_000)
+    assert deep.status_code == 422 and deep.json()["detail"] == "the body is not JSON"
+
+
+def test_the_query_and_document_caps_are_configurable(bm25):
+    limits = RetrieverLimits(max_queries=10, max_documents=20)
+    with LiveServer(bm25, limits=limits) as live:
+        assert httpx.post(live.url, json={"queries": ["x"] * 10, "topk": 2}).status_code == 200
+        refused = httpx.post(live.url, json={"queries": ["x"] * 11, "topk": 1})
+        assert refused.status_code == 422 and "--max-queries" in refused.json()["detail"]
+        refused = httpx.post(live.url, json={"queries": ["x"] * 10, "topk": 3})
+        assert refused.status_code == 422 and "--max-documents" in refused.json()["detail"]
+
+
+def test_large_bodies_are_refused_before_they_are_read(bm25):
+    with LiveServer(bm25, limits=RetrieverLimits(max_body_bytes=1000)) as live:
+        small = {"queries": ["Lantern"] * 50}
+        assert httpx.post(live.url, json=small).status_code == 200
+        big = json.dumps({"queries": ["Lantern"] * 200}).encode()
+        assert httpx.post(live.url, content=big).status_code == 413
+
+        def chunks():  # no Content-Length: the server counts as it reads
+            yield b'{"queries": ['
+            for _ in range(500):
+                yield b'"Lantern",'
+            yield b'"x"]}'
+
+        response = httpx.post(live.url, content=chunks())
+        assert response.status_code == 413 and "1000 bytes" in response.json()["detail"]
+        with socket.create_connection(("127.0.0.1", live.port)) as sock:
+            sock.sendall(  # a declared 1 GB body is refused at once, nothing read
+                b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 1000000000\r\n\r\n"
+            )
+            sock.settimeout(10)
+            assert sock.recv(100).startswith(b"HTTP/1.1 413")
+
+
+def _closed_by_server(sock: socket.socket, trickle: bytes = b"") -> bool:
+    """Whether the server closes ``sock`` while ``trickle`` is sent a byte at a time."""
+    sock.settimeout(0.05)
+    for _ in range(400):  # up to 20 s
+        try:
+            if sock.recv(1024) == b"":
+                return True
+        except TimeoutError:
+            pass
+        except ConnectionResetError:
+            return True
+        if trickle:
+            try:
+                sock.sendall(trickle[:1])
+            except OSError:
+                return True
+            trickle = trickle[1:] or b"X"
+    return False
+
+
+def test_slow_and_idle_connections_are_closed(bm25):
+    with LiveServer(bm25, limits=RetrieverLimits(request_timeout_s=0.5)) as live:
+        address = ("127.0.0.1", live.port)
+        with socket.create_connection(address) as idle:
+            assert _closed_by_server(idle)
+        with socket.create_connection(address) as slow_headers:
+            assert _closed_by_server(slow_headers, b"POST /retrieve HTTP/1.1\r\nHost: x\r\n")
+        with socket.create_connection(address) as slow_body:
+            slow_body.sendall(b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\n")
+            assert _closed_by_server(slow_body, b'{"queries": ["x"')
+        client = httpx.Client()  # a keep-alive connection still serves request after request
+        for _ in range(3):
+            assert client.post(live.url, json={"queries": ["Lantern"]}).status_code == 200
+        client.close()
+
+
+class Slow(Retriever):
+    def search_many(self, queries, k):
+        time.sleep(1.0)
+        return [[Doc("1", "T", "text")] for _ in queries]
+
+
+def test_a_slow_answer_is_not_cut_by_the_request_deadline():
+    with LiveServer(Slow(), limits=RetrieverLimits(request_timeout_s=0.3)) as live:
+        response = httpx.post(live.url, json={"queries": ["x"] * 20}, timeout=10)
+        assert response.status_code == 200 and len(response.json()["result"]) == 20
 
 
 def test_a_token_is_required_when_set(bm25):
-    with LiveServer(create_app(bm25, token="s3cret")) as live:
+    with LiveServer(bm25, token="s3cret") as live:
         assert httpx.post(live.url, json={"queries": ["x"]}).status_code == 401
         wrong = {"Authorization": "Bearer nope"}
         assert httpx.post(live.url, json={"queries": ["x"]}, headers=wrong).status_code == 401
@@ -158,9 +281,10 @@ def test_env_searches_through_a_server(server_url):
     observation, _ = env.reset(seed=4)
     policy = env.oracle()
     observation, reward, terminated, _, info = env.step(policy(observation))
-    assert info["role"] == "tool" and observation.startswith("<information>Doc 1(Title:")
-    _, reward, terminated, _, info = env.step(policy(observation))
-    assert terminated and reward == 1.0 and info["success"]
+    assert info["role"] == "assistant" and observation.startswith('\n\n<information>Doc 1(Title: "')
+    while not terminated:
+        observation, reward, terminated, _, info = env.step(policy(observation))
+    assert reward == 1.0 and info["success"]
 
 
 def test_cli_refuses_to_serve_beyond_loopback_without_a_token(monkeypatch):
@@ -182,7 +306,6 @@ def test_env_with_a_simulated_engine():
     )
     env.reset(seed=0)
     observation, *_ = env.step("<search>anything</search>")
-    assert (
-        observation
-        == "<information>Doc 1(Title: Made up) A document the engine wrote.</information>"
+    assert observation == (
+        '\n\n<information>Doc 1(Title: "Made up") A document the engine wrote.</information>\n\n'
     )

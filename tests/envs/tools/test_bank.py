@@ -50,6 +50,8 @@ def use(bank: Bank, name: str, **arguments: Any) -> str:
 
 
 def login(bank: Bank, customer: Customer) -> None:
+    found = use(bank, "find_customer_id", full_name=customer.full_name, phone=customer.phone)
+    assert found == customer.customer_id
     output = use(
         bank,
         "verify_identity",
@@ -111,6 +113,7 @@ def test_nothing_is_read_or_changed_before_verification(bank, name, arguments):
 
 def test_verification_needs_the_right_date_of_birth(bank):
     customer = bank.db.customers["C1000"]
+    use(bank, "find_customer_id", full_name=customer.full_name, phone=customer.phone)
     wrong = (customer.date_of_birth + dt.timedelta(days=1)).isoformat()
     refused(bank, "verify_identity", "does not match", customer_id="C1000", date_of_birth=wrong)
     refused(bank, "get_customer", "verify the customer's identity first", customer_id="C1000")
@@ -118,6 +121,29 @@ def test_verification_needs_the_right_date_of_birth(bank):
     login(bank, customer)
     profile = json.loads(use(bank, "get_customer", customer_id="C1000"))
     assert profile["customer_id"] == "C1000" and profile["phone"] == customer.phone
+
+
+def test_verification_needs_a_lookup_first_and_locks_after_three_failures(bank):
+    """A date of birth alone verifies nobody (no sweeping verify_identity over every id), and
+    three failed checks lock verification for the conversation, even with the right data."""
+    for customer in list(bank.db.customers.values())[:5]:
+        refused(
+            bank, "verify_identity", "find_customer_id first",
+            customer_id=customer.customer_id, date_of_birth=customer.date_of_birth.isoformat(),
+        )  # fmt: skip
+    assert "customer_id" not in bank.session
+    customer = bank.db.customers["C1001"]
+    use(bank, "find_customer_id", full_name=customer.full_name, phone=customer.phone)
+    for days in (1, 2, 3):
+        wrong = (customer.date_of_birth + dt.timedelta(days=days)).isoformat()
+        refused(bank, "verify_identity", "does not match", customer_id="C1001", date_of_birth=wrong)
+    refused(
+        bank, "verify_identity", "locked after 3 failed attempts",
+        customer_id="C1001", date_of_birth=customer.date_of_birth.isoformat(),
+    )  # fmt: skip
+    refused(bank, "find_customer_id", "locked", full_name=customer.full_name, phone=customer.phone)
+    bank.load(bank.db)  # a new conversation may try again
+    login(bank, customer)
 
 
 def test_find_customer_id_needs_name_and_phone(bank):
@@ -290,7 +316,10 @@ def test_own_transfers_have_no_limit_and_are_recorded_on_both_sides(bank):
         to_account_id=checking.account_id,
         amount=amount,
     )
-    assert output.endswith(f"new balance of {savings.account_id}: ${before[0] - amount:,.2f}")
+    assert output.endswith(
+        f"new balance of {savings.account_id}: ${before[0] - amount:,.2f}; "
+        f"of {checking.account_id}: ${before[1] + amount:,.2f}"
+    )  # both balances of the customer's own accounts
     assert savings.balance == round(before[0] - amount, 2)
     assert checking.balance == round(before[1] + amount, 2)
     out, into = savings.transactions[-1], checking.transactions[-1]
@@ -318,7 +347,8 @@ def test_card_policies(bank):
     refused(bank, "block_card", "reason", card_id=blocked.card_id, reason="forgot the pin")
     replacement = json.loads(use(bank, "order_replacement_card", card_id=blocked.card_id))
     new_id = f"CD{1000 + len(db.cards) - 1}"
-    assert (replacement["card_id"], replacement["last_four"]) == (new_id, card_last_four(new_id))
+    digits = card_last_four(db, new_id)
+    assert (replacement["card_id"], replacement["last_four"]) == (new_id, digits)
     assert db.cards[new_id].mailed_to == customer.address and db.cards[new_id].status == "active"
     assert blocked.replaced_by == new_id
     refused(bank, "order_replacement_card", "already replaced", card_id=blocked.card_id)
@@ -357,7 +387,7 @@ def test_dispute_policies(bank, case, expected):
         if case == "too old":
             return transaction.kind == "card" and age > DISPUTE_WINDOW_DAYS
         if case == "already disputed":
-            return transaction.disputed
+            return transaction.disputed and age <= DISPUTE_WINDOW_DAYS
         return transaction.kind == case and age <= DISPUTE_WINDOW_DAYS
 
     account, transaction = first(
@@ -513,14 +543,19 @@ def play(env, seed: int) -> float:
         ),
     ],
 )  # fmt: skip
+@pytest.mark.slow  # the default run plays the oracle on fewer seeds (test_attacks.py)
 def test_oracle_solves_100_seeded_episodes_of_every_kind(env_id, writes):
     env = palaestra.make(env_id)
-    rewards, drawn = [], set()
+    writing = {t.name for t in env.unwrapped.backend.tools() if t.writes}
+    rewards, drawn, refused = [], set(), 0
     for seed in range(100):
         rewards.append(play(env, seed))
-        drawn |= {action.name for action in env.unwrapped.task.actions[2:]}
+        task = env.unwrapped.task
+        drawn |= {action.name for action in task.actions} & writing
+        refused += not any(action.name in writing for action in task.actions)
     assert rewards == [1.0] * 100
     assert drawn == writes  # every kind of change is drawn
+    assert refused >= 10  # and requests the policy refuses
 
 
 def test_same_seed_same_database_and_task():
@@ -648,7 +683,7 @@ def test_near_miss_states_are_rejected(mistake):
         assert inner.progress().database_done  # the task itself is done ...
         run_all(inner, [type(action)("block_card", {"card_id": extra, "reason": "lost"})])
     if mistake == "none":
-        assert inner.progress().satisfied
+        assert inner.progress().database_done and inner.progress().rules_followed
         return
     assert not inner.progress().database_done and inner.mismatch()
     _, reward, terminated, *_ = _talk_until_the_end(env, "All done, anything else?")
@@ -671,9 +706,10 @@ def test_the_outcome_must_be_told():
     inner = env.unwrapped
     run_all(inner, inner.task.actions)
     observation, reward, terminated, *_ = env.step("All done.")
-    assert observation == inner.task.report_question and reward == 0.0 and not terminated
+    assert reward == 0.0 and not terminated
+    assert observation.startswith("Is it done?")  # the same reply whatever the database holds
     new_card = inner.backend.db.cards[f"CD{1000 + len(inner.backend.db.cards) - 1}"]
-    assert inner.task.report == (new_card.last_four,)
+    assert [fact.value for fact in inner.task.report] == [new_card.last_four]
     _, reward, terminated, *_ = env.step(f"Your new card ends in {new_card.last_four}.")
     assert reward == 1.0 and terminated
 

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 
 import palaestra
 from palaestra.agents.base import Action, Conversation
 from palaestra.agents.simple import OracleAgent
 from palaestra.core.tool_calls import ToolCall, format_tool_call
-from palaestra.envs.tools.backend import mentions
-from palaestra.envs.tools.env import MAX_MESSAGE_CHARS, DomainTools, ToolUseEnv
-from palaestra.envs.tools.user import STOP, AgentUser, Progress, ScriptedUser
+from palaestra.envs.tools.backend import state_hash
+from palaestra.envs.tools.env import MAX_MESSAGE_CHARS, DomainTools, ToolUseEnv, oracle_calls
+from palaestra.envs.tools.shop import Shop
+from palaestra.envs.tools.user import STOP, AgentUser, Progress
 from palaestra.runner import Runner, make_tasks
+from palaestra.tools.function import MAX_OUTPUT_CHARS
 
 NOT_DONE = Progress(database_done=False, reported=False)
 
@@ -32,6 +35,14 @@ def play(env, seed=0, policy=None, options=None):
         transcript.append((info["role"], observation))
         if terminated or truncated:
             return transcript, reward, info
+
+
+def run(inner, tool_calls) -> None:
+    """Make ``tool_calls`` on the episode's backend, as the agent's actions would."""
+    tools = {t.name: t for t in inner.backend.tools()}
+    for call in tool_calls:
+        output = tools[call.name].call(call.arguments)
+        assert not output.startswith("error"), output
 
 
 def calls(*pairs: tuple[str, dict]) -> str:
@@ -51,6 +62,7 @@ def seed_where(env, predicate, limit=200) -> int:
     raise AssertionError("no seed found")
 
 
+@pytest.mark.slow  # the default run plays the oracle on fewer seeds (test_attacks.py)
 @pytest.mark.parametrize("env_id", ["tools:Shop-Easy-v0", "tools:Shop-v0", "tools:Shop-Hard-v0"])
 def test_oracle_solves_100_seeded_episodes(env_id):
     env = palaestra.make(env_id)
@@ -60,14 +72,19 @@ def test_oracle_solves_100_seeded_episodes(env_id):
 
 def test_a_hard_conversation_interleaves_user_and_tool_turns():
     env = shop("hard")
-    transcript, reward, info = play(env)
+    seed = seed_where(env, lambda task: len(task.facts) == 3)
+    transcript, reward, info = play(env, seed)
     assert [role for role, _ in transcript] == [
-        "user", "assistant", "user", "assistant", "tool", "assistant", "user",
-    ]  # fmt: skip
+        "user", "assistant", "user", "assistant", "user", "assistant", "tool", "assistant", "user",
+    ]  # fmt: skip  # two facts per reply: two questions for three facts
     facts = [fact.text for fact in env.unwrapped.task.facts]
-    assert facts and all(f not in transcript[0][1] and f in transcript[2][1] for f in facts)
+    replies = transcript[2][1] + transcript[4][1]
+    assert all(f not in transcript[0][1] and f in replies for f in facts)
     assert reward == 1.0 and info["success"] is True
-    assert info["metrics"] == {**info["metrics"], "database_match": 1.0, "level": 3.0}
+    assert info["metrics"] == {
+        **info["metrics"], "database_match": 1.0, "reported": 1.0, "rules_followed": 1.0,
+        "level": 3.0,
+    }  # fmt: skip
 
 
 def test_same_seed_same_task_and_levels_follow_difficulty():
@@ -86,22 +103,22 @@ def test_same_seed_same_task_and_levels_follow_difficulty():
 def test_any_path_to_the_reference_state_passes():
     """Authenticating another way and reading in between leaves the same end state."""
     env = shop("easy")
-    seed_where(
-        env, lambda task: task.actions[0].name == "find_user_id_by_email" and "cancel" in task.goal
-    )
+    seed_where(env, lambda task: task.actions[-1].name == "cancel_pending_order")
     inner = env.unwrapped
-    user = next(
-        u
-        for u in inner.backend.db.users.values()
-        if u.email == inner.task.actions[0].arguments["email"]
-    )
+    login, cancel = inner.task.actions
+    user = next(u for u in inner.backend.db.users.values() if u.email == login.arguments["email"])
     tools = {t.name: t for t in inner.backend.tools()}
     tools["find_user_id_by_name_zip"].call(
         {"first_name": user.first_name, "last_name": user.last_name, "zip": user.address.zip}
     )
     tools["get_user_details"].call({"user_id": user.user_id})
-    tools[inner.task.actions[1].name].call(inner.task.actions[1].arguments)
-    assert inner.progress().satisfied
+    tools["get_order_details"].call({"order_id": cancel.arguments["order_id"]})
+    tools[cancel.name].call(cancel.arguments)
+    progress = inner.progress()
+    assert progress.database_done and progress.rules_followed and not progress.reported
+    (refund,) = inner.task.report  # the policy's fact: the amount refunded
+    _, reward, terminated, *_ = env.step(f"Cancelled; {refund.text} is on its way back to you.")
+    assert reward == 1.0 and terminated
 
 
 @pytest.mark.parametrize("mistake", ["other reason", "other order", "extra side effect", "nothing"])
@@ -162,8 +179,8 @@ def _talk_until_the_end(env, message):
 def test_claims_without_actions_score_zero():
     """Saying every fact and 'done' without doing the work gets nothing."""
     env = shop("medium")
-    seed_where(env, lambda task: bool(task.report))
-    report = " ".join(env.unwrapped.task.report)
+    seed_where(env, lambda task: any(f.kind == "amount" for f in task.report))
+    report = " ".join(fact.text for fact in env.unwrapped.task.report)
     *_, reward, _, _, info = _talk_until_the_end(env, f"All done! {report}")
     assert reward == 0.0 and info["success"] is False
     assert info["metrics"]["database_match"] == 0.0 and info["metrics"]["reported"] == 1.0
@@ -171,24 +188,15 @@ def test_claims_without_actions_score_zero():
 
 def test_required_facts_must_be_told_within_the_message_cap():
     env = shop("medium")
-    seed_where(env, lambda task: bool(task.report))
+    seed_where(env, lambda task: len(task.report) == 1 and task.report[0].kind == "amount")
     inner = env.unwrapped
-    tools = {t.name: t for t in inner.backend.tools()}
-    for action in inner.task.actions:
-        tools[action.name].call(action.arguments)
+    run(inner, oracle_calls(inner.task))
     assert inner.progress().database_done and not inner.progress().reported
-    observation, reward, terminated, *_ = env.step(
-        "x" * MAX_MESSAGE_CHARS + " " + inner.task.report[0]
-    )
-    assert not terminated and observation == inner.task.report_question  # the user asks for it
-    _, reward, terminated, *_ = env.step(f"Done: {inner.task.report[0]}.")
+    (fact,) = inner.task.report
+    _, reward, terminated, *_ = env.step("x" * MAX_MESSAGE_CHARS + " " + fact.text)
+    assert not terminated and reward == 0.0
+    _, reward, terminated, *_ = env.step(f"Done: {fact.text}.")
     assert terminated and reward == 1.0
-
-
-def test_mentions_needs_whole_words():
-    assert mentions("Refunded $42.50 to your card.", "$42.50")
-    assert not mentions("Refunded $142.50.", "$42.50") and not mentions("$42.500", "$42.50")
-    assert not mentions("anything", "")
 
 
 # -- the policy, enforced by the tools -------------------------------------------------------
@@ -251,6 +259,77 @@ def test_refunds_go_to_the_original_method_or_a_gift_card():
 # -- bad actions never raise ----------------------------------------------------------------
 
 
+def _huge_arguments(schema: dict, huge: str) -> dict:
+    """Every argument of a tool's schema filled with ``huge`` text (or a list of it)."""
+    properties = schema["function"]["parameters"]["properties"]
+    return {
+        name: [huge] if prop.get("type") == "array" else huge for name, prop in properties.items()
+    }
+
+
+@pytest.mark.parametrize("env_id", ["tools:Shop-v0", "tools:Bank-v0", "tools:Clinic-v0"])
+def test_a_megabyte_argument_never_comes_back_whole(env_id):
+    """Tools that echo an argument in their refusal (``no order '...'``) are capped like any
+    observation, before and after the customer is identified."""
+    env = palaestra.make(env_id)
+    env.reset(seed=0)
+    inner = env.unwrapped
+    tools = {t.name: t for t in inner.backend.tools()}
+    huge = "9" * 1_000_000
+    for logged_in in (False, True):
+        for action in inner.task.actions if logged_in else ():
+            if action.name.startswith(("find_", "verify_")):
+                tools[action.name].call(action.arguments)
+        for tool in tools.values():
+            observation = tool.call(_huge_arguments(tool.schema, huge))
+            assert len(observation) <= MAX_OUTPUT_CHARS + 100, tool.name
+    name = next(iter(tools))
+    observation = env.step(calls((name, _huge_arguments(tools[name].schema, huge))))[0]
+    assert len(observation) <= MAX_OUTPUT_CHARS + 100
+
+
+def test_the_state_hash_does_not_depend_on_insertion_order():
+    """Exchanging two items listed in either order reaches one state, with one hash."""
+    db = Shop.generate(np.random.default_rng(0))
+    email, order_id, old, new = _two_item_exchange(db)
+    method = db.orders[order_id].payments[0].payment_method_id
+    hashes = set()
+    for order in (slice(None), slice(None, None, -1)):
+        backend = Shop()
+        backend.load(db)
+        tools = {t.name: t for t in backend.tools()}
+        tools["find_user_id_by_email"].call({"email": email})
+        output = tools["exchange_delivered_order_items"].call(
+            {"order_id": order_id, "item_ids": old[order], "new_item_ids": new[order],
+             "payment_method_id": method}
+        )  # fmt: skip
+        assert not output.startswith("error"), output
+        hashes.add(state_hash(backend.db))
+    assert len(hashes) == 1
+
+
+def _two_item_exchange(db):
+    """(email, order id, two item ids, their in-stock other variants) of a delivered order
+    paid by card (a card takes any price difference)."""
+    for order in db.orders.values():
+        user = db.users[order.user_id]
+        paid_by_card = (
+            user.payment_methods[order.payments[0].payment_method_id].kind == "credit_card"
+        )
+        if order.status != "delivered" or len(order.items) < 2 or not paid_by_card:
+            continue
+        old, new = [], []
+        for item in order.items[:2]:
+            variants = db.products[item.product_id].variants.values()
+            other = next((v for v in variants if v.available and v.item_id != item.item_id), None)
+            if other is not None:
+                old.append(item.item_id)
+                new.append(other.item_id)
+        if len(old) == 2:
+            return user.email, order.order_id, old, new
+    raise AssertionError("no delivered two-item order paid by card")
+
+
 @pytest.mark.parametrize(
     ("action", "expected"),
     [
@@ -284,37 +363,6 @@ def test_garbage_messages_to_the_user_end_with_zero_within_the_budget():
 
 
 # -- the scripted user -----------------------------------------------------------------------
-
-
-def test_scripted_user_tells_only_what_is_asked():
-    env = shop("hard")
-    env.reset(seed=0)
-    task = env.unwrapped.task
-    user = ScriptedUser(patience=5)
-    assert user.start(task) == task.request
-    first, *rest = task.facts
-    reply = user.respond(f"Could you give me your {first.topics[0]}?", NOT_DONE)
-    assert reply.text == first.text and not reply.stop
-    assert all(fact.text not in reply.text for fact in rest)
-    assert (
-        user.respond(f"Your {first.topics[0]} again?", NOT_DONE).text == f"As I said: {first.text}"
-    )
-    assert user.respond("Shall I proceed?", NOT_DONE).text == "Yes, please go ahead."
-    assert user.respond("What is your favourite colour?", NOT_DONE).text.startswith(
-        "I don't know that."
-    )
-    done_not_told = Progress(database_done=True, reported=False)
-    assert user.respond("Done.", done_not_told).text == task.report_question
-    assert user.respond("Done.", Progress(True, True)).stop
-
-
-def test_scripted_user_gives_up_after_patience():
-    env = shop("easy")
-    env.reset(seed=0)
-    user = ScriptedUser(patience=2)
-    user.start(env.unwrapped.task)
-    replies = [user.respond("Hmm.", NOT_DONE) for _ in range(3)]
-    assert [r.stop for r in replies] == [False, False, True]
 
 
 # -- a model as the user ---------------------------------------------------------------------
@@ -355,10 +403,9 @@ def test_any_agent_can_play_the_user():
     assert system["role"] == "system" and probe.unwrapped.task.facts[0].text in system["content"]
     assert STOP in system["content"]
     # the support agent's messages are the model-user's 'user' turns, its own the 'assistant' ones
-    assert conversation[-1] == {
-        "role": "user",
-        "content": " ".join(("All done.", *probe.unwrapped.task.report)),
-    }
+    last = conversation[-1]
+    assert last["role"] == "user" and last["content"].startswith("All done.")
+    assert all(fact.text in last["content"] for fact in probe.unwrapped.task.report)
     assert conversation[2]["role"] == "user" and conversation[2]["content"].startswith("I can help")
 
 
@@ -383,20 +430,15 @@ def test_user_turns_and_tool_results_are_masked_from_the_loss(qwen25_tokenizer):
             ids = qwen25_tokenizer.encode(text + "<|im_end|>", add_special_tokens=False)
             return Action(text, ids, [-0.5] * len(ids), "stop")
 
+    probe = palaestra.make("tools:Shop-Hard-v0")
+    probe.reset(seed=0)
+    task = probe.unwrapped.task
+    questions = ["assistant", "user"] * -(-len(task.facts) // 2)  # two facts per reply
     (episode,) = Runner(TokenOracle()).run(make_tasks(["tools:Shop-Hard-v0"], [0]))
     assert episode.success
     roles = [m["role"] for m in episode.messages]
-    assert roles == [
-        "system",
-        "user",
-        "assistant",
-        "user",
-        "assistant",
-        "tool",
-        "tool",
-        "assistant",
-        "user",
-    ]
+    tools = ["tool"] * len(oracle_calls(task))
+    assert roles == ["system", "user", *questions, "assistant", *tools, "assistant", "user"]
     trained = [t for t, m in zip(episode.token_ids, episode.loss_mask, strict=True) if m]
     assert trained == [t for turn in episode.turns for t in turn.token_ids]
     text = qwen25_tokenizer.decode(episode.token_ids)

@@ -1,19 +1,25 @@
 """The bank's tools: identity verification, accounts, transfers, cards, disputes, contact details.
 
 The tools enforce the policy: nothing is read or changed before the customer's identity is
-verified, and then only that customer's accounts and cards; transfers leave open accounts
-with enough money, reach open accounts and respect a daily limit to other customers; only
-blocked cards are replaced, once; only recent card purchases are disputed, once; a customer
-keeps at most one savings account and at least one open checking account.
+verified (a customer id found by name and phone, then their date of birth; three failed
+checks lock verification), and then only that customer's accounts and cards; transfers
+leave open accounts with enough money, reach open accounts and respect a daily limit to
+other customers; only blocked cards are replaced, once; only recent card purchases are
+disputed, once; a customer keeps at most one savings account and at least one open checking
+account. Graded beside: transactions are read before one is disputed
+(:meth:`Bank.policy_checks`), and the new balances, card digits and account numbers are told
+(the tools register them with :meth:`~Backend.tell`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from palaestra.envs.tools.backend import Backend, money, require, tool
+from palaestra.core.tool_calls import ToolCall
+from palaestra.envs.tools.backend import Backend, call, money, require, tool
 from palaestra.envs.tools.bank.database import (
     DAILY_LIMIT,
     DISPUTE_WINDOW_DAYS,
@@ -31,13 +37,15 @@ from palaestra.envs.tools.bank.database import (
     next_transaction_id,
     sent_today,
 )
-from palaestra.envs.tools.bank.tasks import bank_task
-from palaestra.tools import ToolError
+from palaestra.envs.tools.bank.tasks import TOPICS, VOCABULARY, bank_task
+from palaestra.envs.tools.checks import ActionCheck, Before
+from palaestra.envs.tools.facts import amount_fact, digits_fact, id_fact
 
 POLICY = f"""
 - Verify the customer's identity before anything else: find their customer id by full name
-  and phone number, then verify it with their date of birth. Tell nothing about any account,
-  card or transaction before that, and only read or change the verified customer's records.
+  and phone number, then verify it with their date of birth (three failed checks end
+  verification for the conversation). Tell nothing about any account, card or transaction
+  before that, and only read or change the verified customer's records.
 - Transfers go from one of the customer's open accounts to another open account (the
   customer's own or another customer's, by account id), for a positive amount in dollars and
   cents that the balance covers. Frozen and closed accounts neither send nor receive money.
@@ -49,13 +57,16 @@ POLICY = f"""
   the address first when the customer has moved.
 - Only card purchases can be disputed (not transfers or deposits), once, and only within
   {DISPUTE_WINDOW_DAYS} days of the purchase (today counts). The reason is unauthorized,
-  duplicate or not received.
+  duplicate or not received. Read the account's transactions (list_transactions) before
+  disputing one.
 - A customer can open a checking or savings account (it starts with a zero balance) and
   holds at most one savings account that is not closed.
 - An account can be closed when it is open, its balance is zero and it is not the customer's
   last open checking account; its active cards are blocked with it.
 - Phone numbers are ten digits, stored as 512-555-0147.
-- Tell the customer the amounts moved, new balances and new card numbers' last four digits.
+- Tell the customer the new balance of every account a transfer takes money from, the last
+  four digits of a new card and the number of a new account.
+- When the policy does not allow a request, change nothing and tell the customer why.
 """
 
 
@@ -66,6 +77,8 @@ class Bank(Backend):
     company = "a retail bank"
     policy = POLICY
     database_type = BankDB
+    vocabulary = VOCABULARY
+    topics = TOPICS
     generate = staticmethod(generate_bank)
     generate_task = staticmethod(bank_task)
     db: BankDB
@@ -130,11 +143,13 @@ class Bank(Backend):
             full_name: the customer's first and last name
             phone: the customer's phone number
         """
+        self.check_identity_attempts()
         name, digits = " ".join(full_name.lower().split()), _digits(phone)
         for customer in self.db.customers.values():
             if customer.full_name.lower() == name and _digits(customer.phone) == digits:
+                self.session.setdefault("found", set()).add(customer.customer_id)
                 return customer.customer_id
-        raise ToolError("no customer with that name and phone number")
+        raise self.identity_failed("no customer with that name and phone number")
 
     @tool
     def verify_identity(self, customer_id: str, date_of_birth: dt.date) -> str:
@@ -144,12 +159,16 @@ class Bank(Backend):
             customer_id: the id from find_customer_id
             date_of_birth: the date of birth the customer gives, as YYYY-MM-DD
         """
-        customer = self.db.customers.get(customer_id)
-        require(customer is not None, f"no customer {customer_id!r}")
+        self.check_identity_attempts()
         require(
-            customer.date_of_birth == date_of_birth,
-            "the date of birth does not match; the customer is not verified",
+            customer_id in self.session.get("found", ()),
+            f"find the customer's id with find_customer_id first ({customer_id!r} was not found "
+            "in this conversation)",
         )
+        if self.db.customers[customer_id].date_of_birth != date_of_birth:
+            raise self.identity_failed(
+                "the date of birth does not match; the customer is not verified"
+            )
         self.session["customer_id"] = customer_id
         return f"customer {customer_id} verified"
 
@@ -195,7 +214,7 @@ class Bank(Backend):
 
     # -- money -----------------------------------------------------------------------------
 
-    @tool
+    @tool(writes=True)
     def transfer_funds(self, from_account_id: str, to_account_id: str, amount: float) -> str:
         """Move money from one of the verified customer's open accounts to an open account.
 
@@ -227,12 +246,13 @@ class Bank(Backend):
             )
         self._post_transfer(source, -amount, to_account_id)
         self._post_transfer(target, amount, from_account_id)
-        return (
-            f"transferred {money(amount)} from {from_account_id} to {to_account_id}; "
-            f"new balance of {from_account_id}: {money(source.balance)}"
-        )
+        self.tell(amount_fact(source.balance, f"the new balance of {from_account_id}"))
+        balances = f"new balance of {from_account_id}: {money(source.balance)}"
+        if target.customer_id == customer.customer_id:
+            balances += f"; of {to_account_id}: {money(target.balance)}"
+        return f"transferred {money(amount)} from {from_account_id} to {to_account_id}; {balances}"
 
-    @tool
+    @tool(writes=True)
     def dispute_transaction(
         self, transaction_id: str, reason: Literal["unauthorized", "duplicate", "not received"]
     ) -> str:
@@ -267,7 +287,7 @@ class Bank(Backend):
 
     # -- cards -----------------------------------------------------------------------------
 
-    @tool
+    @tool(writes=True)
     def block_card(self, card_id: str, reason: Literal["lost", "stolen", "damaged"]) -> str:
         """Block an active card of the verified customer.
 
@@ -280,7 +300,7 @@ class Bank(Backend):
         card.status, card.block_reason = "blocked", reason
         return f"card {card_id} (ending in {card.last_four}) blocked ({reason})"
 
-    @tool
+    @tool(writes=True)
     def order_replacement_card(self, card_id: str) -> Card:
         """Order a replacement for a blocked card; it is mailed to the address on file.
 
@@ -301,17 +321,18 @@ class Bank(Backend):
         new = Card(
             card_id=new_id,
             account_id=card.account_id,
-            last_four=card_last_four(new_id),
+            last_four=card_last_four(self.db, new_id),
             status="active",
             mailed_to=customer.address.model_copy(),
         )
         self.db.cards[new_id] = new
         card.replaced_by = new_id
+        self.tell(digits_fact(new.last_four, "the last four digits of the new card"))
         return new
 
     # -- accounts --------------------------------------------------------------------------
 
-    @tool
+    @tool(writes=True)
     def open_account(self, customer_id: str, kind: Literal["checking", "savings"]) -> Account:
         """Open a checking or savings account with a zero balance for the verified customer.
 
@@ -336,9 +357,10 @@ class Bank(Backend):
             opened=self.db.today,
         )
         self.db.accounts[account.account_id] = account
+        self.tell(id_fact(account.account_id, f"the number of the new {kind} account"))
         return account
 
-    @tool
+    @tool(writes=True)
     def close_account(self, account_id: str) -> str:
         """Close an open account with a zero balance (not the last open checking account).
 
@@ -368,7 +390,7 @@ class Bank(Backend):
 
     # -- contact details -------------------------------------------------------------------
 
-    @tool
+    @tool(writes=True)
     def update_phone(self, customer_id: str, phone: str) -> str:
         """Change the verified customer's phone number.
 
@@ -382,7 +404,7 @@ class Bank(Backend):
         customer.phone = f"{digits[:3]}-{digits[3:6]}-{digits[6:]}"
         return f"phone number changed to {customer.phone}"
 
-    @tool
+    @tool(writes=True)
     def update_address(
         self, customer_id: str, street: str, city: str, state: str, zip: str
     ) -> Customer:
@@ -398,6 +420,24 @@ class Bank(Backend):
         customer = self._verified(customer_id)
         customer.address = Address(street=street, city=city, state=state, zip=zip)
         return customer
+
+    def policy_checks(self, actions: Sequence[ToolCall]) -> tuple[ActionCheck, ...]:
+        """A disputed transaction's account is read (list_transactions) first."""
+        return tuple(
+            Before(
+                call(
+                    "list_transactions", account_id=_account_of(action.arguments["transaction_id"])
+                ),
+                call(action.name, transaction_id=action.arguments["transaction_id"]),
+            )
+            for action in actions
+            if action.name == "dispute_transaction"
+        )
+
+
+def _account_of(transaction_id: str) -> str:
+    """``"A1004-007"`` -> ``"A1004"``."""
+    return transaction_id.rsplit("-", 1)[0]
 
 
 def _digits(text: str) -> str:

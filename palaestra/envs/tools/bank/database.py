@@ -86,6 +86,8 @@ class Card(pydantic.BaseModel):
 
 class BankDB(pydantic.BaseModel):
     today: dt.date
+    card_salt: str
+    """Drawn with the database: new cards' digits follow from it and the card id."""
     customers: dict[str, Customer]
     accounts: dict[str, Account]
     cards: dict[str, Card]
@@ -101,9 +103,11 @@ def next_card_id(db: BankDB) -> str:
     return f"CD{1000 + len(db.cards)}"
 
 
-def card_last_four(card_id: str) -> str:
-    """The last four digits of a newly issued card, fixed by its id."""
-    return f"{int(hashlib.sha256(card_id.encode()).hexdigest(), 16) % 10_000:04d}"
+def card_last_four(db: BankDB, card_id: str) -> str:
+    """The last four digits of a newly issued card, fixed by the database and the card's id
+    (the replay and the agent get the same; another database, other digits)."""
+    digest = hashlib.sha256(f"{db.card_salt}:{card_id}".encode()).hexdigest()
+    return f"{int(digest, 16) % 10_000:04d}"
 
 
 def next_transaction_id(account: Account) -> str:
@@ -209,7 +213,8 @@ def _past_transaction(
     """A card purchase (checking only), a deposit or a transfer out (its id is set later)."""
     roll = rng.random()
     if account.kind == "checking" and roll < 0.65:
-        amount, merchant, disputed = -_cents(rng, 4, 260), pick(rng, MERCHANTS), rng.random() < 0.08
+        amount, merchant = -_cents(rng, 4, 260), pick(rng, MERCHANTS)
+        disputed = bool(rng.random() < 0.08)
         return Transaction(
             transaction_id="",
             date=day,
@@ -254,7 +259,8 @@ def _history(rng: np.random.Generator, db: BankDB, account: Account, payees: lis
 def generate_bank(rng: np.random.Generator, customers: int = 40) -> BankDB:
     """A bank with ``customers`` customers, their accounts, cards and transactions."""
     today = dt.date(2025, 1, 1) + dt.timedelta(days=int(rng.integers(0, 365)))
-    db = BankDB(today=today, customers={}, accounts={}, cards={})
+    salt = f"{int(rng.integers(2**62)):x}"
+    db = BankDB(today=today, card_salt=salt, customers={}, accounts={}, cards={})
     phones: set[str] = set()
     for number in range(customers):
         customer = _generate_customer(rng, number, phones)

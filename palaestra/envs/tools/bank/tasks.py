@@ -1,14 +1,24 @@
 """Bank tasks at three levels: one action, several dependent actions, and requests that need
-what only the customer knows (identity, which card, which charge, how much, to whom)."""
+what only the customer knows (identity, which card, which charge, how much, to whom). Each
+level has requests the policy refuses (over the daily limit, a purchase too old to dispute, a
+second savings account): the right end state is the database unchanged, and the customer must
+be told why."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 
 from palaestra.core.tool_calls import ToolCall
-from palaestra.envs.tools.backend import ToolTask, UserFact, call, money, pick
+from palaestra.envs.tools.backend import (
+    Template,
+    ToolTask,
+    UserFact,
+    call,
+    draw_task,
+    money,
+    pick,
+    refusal,
+)
 from palaestra.envs.tools.bank.database import (
     AREA_CODES,
     DAILY_LIMIT,
@@ -19,11 +29,10 @@ from palaestra.envs.tools.bank.database import (
     Customer,
     Transaction,
     accounts_of,
-    card_last_four,
     next_account_id,
-    next_card_id,
     sent_today,
 )
+from palaestra.envs.tools.facts import Vocabulary, amount_fact, reason_fact
 from palaestra.envs.tools.people import random_address
 
 BLOCK_REASONS = {"lost": "I lost it", "stolen": "it was stolen", "damaged": "it is damaged"}
@@ -32,8 +41,32 @@ DISPUTE_REASONS = {
     "duplicate": "I was charged twice for the same purchase",
     "not received": "I paid but never received what I ordered",
 }
-TRIES = 20
-Template = Callable[[BankDB, np.random.Generator], ToolTask | None]
+
+NAME_PHONE, BIRTH = ("full name", "name", "phone"), ("date of birth", "birth", "born")
+CHARGE = (
+    "which charge", "which transaction", "what charge", "what transaction", "which purchase",
+    "what purchase",
+)  # fmt: skip
+REASON = ("reason", "why", "what happened", "what's wrong")
+CARD = ("which card", "what card", "card ending", "last four", "last 4")
+AMOUNT = ("how much", "amount")
+DESTINATION = (
+    "which account", "account number", "recipient", "destination", "their account", "friend's",
+    "where should", "where would", "where do you want",
+)  # fmt: skip
+TOPICS = (NAME_PHONE, BIRTH, CHARGE, REASON, CARD, AMOUNT, DESTINATION)
+"""Every group of words a bank customer's facts are asked by."""
+OVER_LIMIT, TOO_OLD, SAVINGS_HELD = "daily limit", "dispute window", "one savings account"
+VOCABULARY = Vocabulary(
+    reasons={
+        OVER_LIMIT: ("daily limit", "per day", "a day to other", "limit per day", "day's limit"),
+        TOO_OLD: (f"{DISPUTE_WINDOW_DAYS} days", "sixty days", "too old"),
+        SAVINGS_HELD: (
+            "one savings account", "already hold a savings", "already holds a savings",
+            "already have a savings", "already has a savings", "second savings",
+        ),
+    }
+)  # fmt: skip
 
 # -- what a template draws -------------------------------------------------------------------
 
@@ -123,12 +156,14 @@ def _hello(customer: Customer) -> str:
 def _identity_facts(customer: Customer) -> tuple[UserFact, ...]:
     return (
         UserFact(
-            ("full name", "name", "phone"),
+            NAME_PHONE,
             f"I'm {customer.full_name}, my phone number is {customer.phone}.",
+            needed_by=("find_customer_id",),
         ),
         UserFact(
-            ("date of birth", "birth", "born"),
+            BIRTH,
             f"My date of birth is {customer.date_of_birth.isoformat()}.",
+            needed_by=("verify_identity",),
         ),
     )
 
@@ -139,13 +174,6 @@ def _charge(transaction: Transaction) -> str:
         f"{transaction.date.isoformat()}"
     )
 
-
-CHARGE_TOPICS = (
-    "which charge", "which transaction", "what charge", "what transaction", "which purchase",
-    "what purchase",
-)  # fmt: skip
-REASON_TOPICS = ("reason", "why", "what happened", "what's wrong")
-CARD_TOPICS = ("which card", "what card", "card ending", "last four", "last 4")
 
 # -- level 1: one action, everything in the request --------------------------------------------
 
@@ -195,7 +223,6 @@ def _pay(db: BankDB, rng: np.random.Generator, level: int) -> ToolTask | None:
             amount=amount,
         ),
     )
-    left = money(round(source.balance - amount, 2))
     goal = f"send {money(amount)} from {source.account_id} to {payee.account_id}"
     if level == 1:
         return ToolTask(
@@ -211,14 +238,13 @@ def _pay(db: BankDB, rng: np.random.Generator, level: int) -> ToolTask | None:
         actions,
         facts=(
             *_identity_facts(customer),
-            UserFact(("how much", "amount"), f"{money(amount)}, please."),
+            UserFact(AMOUNT, f"{money(amount)}, please.", needed_by=("transfer_funds",)),
             UserFact(
-                ("account number", "recipient", "destination", "their account", "friend's"),
+                DESTINATION,
                 f"My friend's account number is {payee.account_id}.",
+                needed_by=("transfer_funds",),
             ),
         ),
-        report=(left,),
-        report_question="How much is left in my checking account?",
         goal=goal,
     )
 
@@ -307,8 +333,8 @@ def _dispute(db: BankDB, rng: np.random.Generator, level: int) -> ToolTask | Non
         actions,
         facts=(
             *_identity_facts(customer),
-            UserFact(CHARGE_TOPICS, f"It's {_charge(charge)}."),
-            UserFact(REASON_TOPICS, DISPUTE_REASONS[reason] + "."),
+            UserFact(CHARGE, f"It's {_charge(charge)}.", needed_by=("dispute_transaction",)),
+            UserFact(REASON, DISPUTE_REASONS[reason] + ".", needed_by=("dispute_transaction",)),
         ),
         goal=goal,
     )
@@ -332,8 +358,6 @@ def _replace_card(db: BankDB, rng: np.random.Generator) -> ToolTask | None:
             call("block_card", card_id=card.card_id, reason=reason),
             call("order_replacement_card", card_id=card.card_id),
         ),
-        report=(card_last_four(next_card_id(db)),),
-        report_question="What are the last four digits of my new card?",
         goal=f"block card {card.card_id} ({reason}) and order a replacement",
     )
 
@@ -357,8 +381,6 @@ def _move_and_replace(db: BankDB, rng: np.random.Generator) -> ToolTask | None:
             call("block_card", card_id=card.card_id, reason="damaged"),
             call("order_replacement_card", card_id=card.card_id),
         ),
-        report=(card_last_four(next_card_id(db)),),
-        report_question="What are the last four digits of my new card?",
         goal=f"change the address, then block and replace card {card.card_id}",
     )
 
@@ -367,15 +389,11 @@ def _transfer_and_report(db: BankDB, rng: np.random.Generator) -> ToolTask | Non
     task = _transfer_own(db, rng)
     if task is None:
         return None
-    transfer = task.actions[-1].arguments
-    source = db.accounts[transfer["from_account_id"]]
-    left = money(round(source.balance - transfer["amount"], 2))
+    source = task.actions[-1].arguments["from_account_id"]
     return ToolTask(
         2,
-        f"{task.request} How much will be left in account {source.account_id}?",
+        f"{task.request} How much will be left in account {source}?",
         task.actions,
-        report=(left,),
-        report_question=f"What is the balance of {source.account_id} now?",
         goal=task.goal,
     )
 
@@ -404,8 +422,6 @@ def _open_and_fund(db: BankDB, rng: np.random.Generator) -> ToolTask | None:
                 amount=amount,
             ),
         ),
-        report=(new_id,),
-        report_question="What's the number of my new savings account?",
         goal=f"open savings {new_id} and move {money(amount)} into it from {source.account_id}",
     )
 
@@ -426,8 +442,8 @@ def _close_savings(db: BankDB, rng: np.random.Generator, level: int) -> ToolTask
         ),
         call("close_account", account_id=closing.account_id),
     )
-    report = (money(round(target.balance + closing.balance, 2)),)
-    question = f"What is the balance of {target.account_id} now?"
+    total = round(target.balance + closing.balance, 2)
+    report = (amount_fact(total, f"the new balance of {target.account_id}"),)
     goal = f"move the savings balance of {closing.account_id} to {target.account_id}, close it"
     if level == 2:
         return ToolTask(
@@ -437,22 +453,22 @@ def _close_savings(db: BankDB, rng: np.random.Generator, level: int) -> ToolTask
             "account's balance be?",
             actions,
             report=report,
-            report_question=question,
             goal=goal,
         )
     return ToolTask(
         3,
-        "Hi, I'd like to close my savings account but keep the money with you.",
+        "Hi, I'd like to close my savings account but keep the money with you. What will my "
+        "checking account's balance be then?",
         actions,
         facts=(
             *_identity_facts(customer),
             UserFact(
-                ("which account", "where", "move the", "transfer the", "checking"),
+                DESTINATION,
                 f"Please move the money to my checking account {target.account_id}.",
+                needed_by=("transfer_funds", "close_account"),
             ),
         ),
         report=report,
-        report_question=question,
         goal=goal,
     )
 
@@ -484,47 +500,129 @@ def _stolen_card(db: BankDB, rng: np.random.Generator) -> ToolTask | None:
         ),
         facts=(
             *_identity_facts(customer),
-            UserFact(CARD_TOPICS, f"It's my card ending in {card.last_four}."),
-            UserFact(CHARGE_TOPICS, f"It's {_charge(charge)}."),
+            UserFact(
+                CARD,
+                f"It's my card ending in {card.last_four}.",
+                needed_by=("block_card", "order_replacement_card"),
+            ),
+            UserFact(CHARGE, f"It's {_charge(charge)}.", needed_by=("dispute_transaction",)),
         ),
-        report=(card_last_four(next_card_id(db)),),
-        report_question="What are the last four digits of my new card?",
         goal=f"block {card.card_id} (stolen), dispute {charge.transaction_id}, replace the card",
     )
 
 
-LEVEL_1: tuple[Template, ...] = (
-    _transfer_own,
-    lambda db, rng: _pay(db, rng, 1),
-    _block_card,
-    _update_address,
-    _update_phone,
-    _open_savings,
-    lambda db, rng: _dispute(db, rng, 1),
-)
-LEVEL_2: tuple[Template, ...] = (
-    _replace_card,
-    _move_and_replace,
-    _transfer_and_report,
-    _open_and_fund,
-    lambda db, rng: _close_savings(db, rng, 2),
-)
-LEVEL_3: tuple[Template, ...] = (
-    _stolen_card,
-    lambda db, rng: _pay(db, rng, 3),
-    lambda db, rng: _dispute(db, rng, 3),
-    lambda db, rng: _close_savings(db, rng, 3),
-)
+# -- requests the policy refuses -----------------------------------------------------------------
+
+
+def _pay_over_limit(db: BankDB, rng: np.random.Generator, level: int) -> ToolTask | None:
+    """Send another customer more than what is left of today's limit (the balance covers it)."""
+    customer = _customer(db, rng)
+    checking = _open(db, customer, "checking")
+    if len(checking) != 1:
+        return None
+    source, payee = checking[0], _payee(db, customer, rng)
+    left = round(DAILY_LIMIT - sent_today(db, customer.customer_id), 2)
+    high = min(source.balance, left + 1500)
+    if high < left + 5:
+        return None
+    amount = float(5 * int(rng.integers(int(left // 5) + 1, int(high // 5) + 1)))
+    why = reason_fact(
+        OVER_LIMIT,
+        f"that would go over the daily limit of {money(DAILY_LIMIT)} for transfers to other "
+        "customers",
+    )
+    grounds = (
+        call("list_transactions", account_id=source.account_id),
+        call("transfer_funds", to_account_id=payee.account_id),
+    )
+    goal = f"send {money(amount)} to {payee.account_id}"
+    if level == 1:
+        request = (
+            f"{_hello(customer)} Please send {money(amount)} from my checking account "
+            f"{source.account_id} to account {payee.account_id}; it's for my rent."
+        )
+        return refusal(1, request, _verify(customer), *grounds, why, goal=goal)
+    return refusal(
+        3,
+        "Hi, I need to send some money from my checking account to a friend.",
+        _verify(customer),
+        *grounds,
+        why,
+        facts=(
+            *_identity_facts(customer),
+            UserFact(AMOUNT, f"{money(amount)}, please."),
+            UserFact(DESTINATION, f"My friend's account number is {payee.account_id}."),
+        ),
+        goal=goal,
+    )
+
+
+def _dispute_too_old(db: BankDB, rng: np.random.Generator) -> ToolTask | None:
+    """Dispute a card purchase older than the dispute window."""
+    customer = _customer(db, rng)
+    old = [
+        (account, t)
+        for account in accounts_of(db, customer.customer_id)
+        for t in account.transactions
+        if t.kind == "card" and not t.disputed and (db.today - t.date).days > DISPUTE_WINDOW_DAYS
+    ]
+    if not old:
+        return None
+    account, charge = pick(rng, old)
+    reason = pick(rng, sorted(DISPUTE_REASONS))
+    return refusal(
+        1,
+        f"{_hello(customer)} I want to dispute {_charge(charge)}: {DISPUTE_REASONS[reason]}.",
+        _verify(customer),
+        call("list_transactions", account_id=account.account_id),
+        call("dispute_transaction", transaction_id=charge.transaction_id),
+        reason_fact(TOO_OLD, f"the purchase is more than {DISPUTE_WINDOW_DAYS} days old"),
+        goal=f"dispute {charge.transaction_id} ({reason})",
+    )
+
+
+def _second_savings(db: BankDB, rng: np.random.Generator) -> ToolTask | None:
+    """Open and fund a savings account for a customer who already holds one."""
+    customer = _customer(db, rng)
+    checking = _open(db, customer, "checking")
+    if not _savings_held(db, customer) or not checking:
+        return None
+    source = pick(rng, checking)
+    amount = _amount(rng, source.balance)
+    if amount is None:
+        return None
+    return refusal(
+        2,
+        f"{_hello(customer)} Please open a savings account for me and move {money(amount)} into "
+        f"it from my checking account {source.account_id}. What's the new account's number?",
+        _verify(customer),
+        call("list_accounts", customer_id=customer.customer_id),
+        call("open_account", kind="savings"),
+        reason_fact(SAVINGS_HELD, "you already hold a savings account"),
+        goal=f"open a savings account and move {money(amount)} into it",
+    )
+
+
+LEVELS: dict[int, tuple[tuple[Template, ...], tuple[Template, ...]]] = {
+    1: (
+        (_transfer_own, lambda db, rng: _pay(db, rng, 1), _block_card, _update_address,
+         _update_phone, _open_savings, lambda db, rng: _dispute(db, rng, 1)),
+        (lambda db, rng: _pay_over_limit(db, rng, 1), _dispute_too_old),
+    ),
+    2: (
+        (_replace_card, _move_and_replace, _transfer_and_report, _open_and_fund,
+         lambda db, rng: _close_savings(db, rng, 2)),
+        (_second_savings,),
+    ),
+    3: (
+        (_stolen_card, lambda db, rng: _pay(db, rng, 3), lambda db, rng: _dispute(db, rng, 3),
+         lambda db, rng: _close_savings(db, rng, 3)),
+        (lambda db, rng: _pay_over_limit(db, rng, 3),),
+    ),
+}  # fmt: skip
+"""Each level's templates, and those the policy refuses."""
 
 
 def bank_task(db: BankDB, rng: np.random.Generator, level: int) -> ToolTask:
-    """A task of ``level`` over ``db``: a template drawn at random, then customers drawn until
-    one fits it (so every template is about as frequent); a template that fits nobody in
-    ``TRIES`` draws is replaced by another."""
-    templates = {1: LEVEL_1, 2: LEVEL_2, 3: LEVEL_3}[level]
-    while True:
-        template = pick(rng, templates)
-        for _ in range(TRIES):
-            task = template(db, rng)
-            if task is not None:
-                return task
+    """A task of ``level`` over ``db`` (see :func:`~palaestra.envs.tools.backend.draw_task`)."""
+    return draw_task(db, rng, *LEVELS[level])

@@ -2,19 +2,25 @@
 contact and insurance details.
 
 The tools enforce the policy (see :mod:`palaestra.envs.tools.clinic.rules`): the patient is
-identified by full name and date of birth first; bookings take free future slots, with no
-two appointments at once and at most one upcoming appointment per doctor; some specialties
-need a referral or an age; cancelling and rescheduling need 24 hours' notice; the waitlist is
-for days with no free slot.
+identified by full name and date of birth first (three failed attempts lock identification);
+bookings take free future slots, with no two appointments at once and at most one upcoming
+appointment per doctor; some specialties need a referral or an age; cancelling and
+rescheduling need 24 hours' notice; the waitlist is for days with no free slot. Graded
+beside: a day's free slots are looked up before one is booked (:meth:`Clinic.policy_checks`,
+so slot ids are not guessed from their pattern), and the time and doctor of every booked or
+moved appointment are told (registered with :meth:`~Backend.tell`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import date
 from typing import Any, Literal
 
-from palaestra.envs.tools.backend import Backend, require, tool
+from palaestra.core.tool_calls import ToolCall
+from palaestra.envs.tools.backend import Backend, call, require, tool
+from palaestra.envs.tools.checks import ActionCheck, Before
 from palaestra.envs.tools.clinic.database import (
     Appointment,
     ClinicDB,
@@ -31,15 +37,18 @@ from palaestra.envs.tools.clinic.rules import (
     change_problem,
     waitlist_problem,
 )
-from palaestra.envs.tools.clinic.tasks import clinic_task
+from palaestra.envs.tools.clinic.tasks import TOPICS, VOCABULARY, clinic_task
+from palaestra.envs.tools.facts import DOCTOR, name_fact, time_fact
 from palaestra.tools import ToolError
 
 POLICY = """
 - Identify the patient before anything else: find_patient with their full name and date of
-  birth (YYYY-MM-DD). Before that, only doctors, their schedules and free slots may be looked
-  up. Only read or change the identified patient's records.
+  birth (YYYY-MM-DD); three failed attempts end identification for the conversation. Before
+  that, only doctors, their schedules and free slots may be looked up. Only read or change
+  the identified patient's records.
 - Appointments are 30-minute slots in the doctors' weekly schedules, bookable over the next
-  two weeks. Book only free slots that start in the future. A patient cannot have two
+  two weeks. Book only free slots that start in the future, and look up the doctor's free
+  slots on that day (find_available_slots) before booking or moving an appointment there. A patient cannot have two
   appointments at the same time, nor more than one upcoming appointment with the same doctor.
 - Cardiology, neurology and orthopedics need a referral for that specialty on the patient's
   file. Pediatrics sees only patients under 18. Other specialties are open to every patient.
@@ -57,8 +66,11 @@ POLICY = """
   gives the current date and time.
 - Tell the patient the time (HH:MM, as the tools show it) and the doctor's full name of every
   appointment you book or move.
+- When the policy does not allow a request, change nothing and tell the patient why.
 """
 
+SLOT_ARGUMENT = {"book_appointment": "slot_id", "reschedule_appointment": "new_slot_id"}
+"""The argument naming the slot, of the tools that take one."""
 PHONE = re.compile(r"\d{3}-\d{3}-\d{4}")
 MEMBER_ID = re.compile(r"[A-Z]{3}\d{6}")
 
@@ -70,6 +82,8 @@ class Clinic(Backend):
     company = "a medical clinic"
     policy = POLICY
     database_type = ClinicDB
+    vocabulary = VOCABULARY
+    topics = TOPICS
     generate = staticmethod(generate_clinic)
     generate_task = staticmethod(clinic_task)
     db: ClinicDB
@@ -121,6 +135,25 @@ class Clinic(Backend):
             "specialty": doctor.specialty,
         }
 
+    def _tell_appointment(self, appointment: Appointment) -> None:
+        """The policy's facts of a booked or moved appointment: its time and doctor."""
+        doctor = self.db.doctors[appointment.doctor_id]
+        full_name = doctor.name.removeprefix("Dr. ")
+        self.tell(time_fact(appointment.time, f"the time of {appointment.appointment_id}"))
+        self.tell(name_fact(DOCTOR, full_name, "the doctor's full name", text=doctor.name))
+
+    def policy_checks(self, actions: Sequence[ToolCall]) -> tuple[ActionCheck, ...]:
+        """A slot is booked or moved to only after its day's free slots were looked up."""
+        checks = []
+        for action in actions:
+            key = SLOT_ARGUMENT.get(action.name)
+            if key is None:
+                continue
+            slot = self.db.slots[action.arguments[key]]
+            look_up = call("find_available_slots", doctor_id=slot.doctor_id, date=slot.date)
+            checks.append(Before(look_up, call(action.name, **{key: slot.slot_id})))
+        return tuple(checks)
+
     # -- tools -----------------------------------------------------------------------------
 
     @tool
@@ -136,12 +169,13 @@ class Clinic(Backend):
             full_name: the patient's first and last name
             date_of_birth: YYYY-MM-DD
         """
+        self.check_identity_attempts()
         wanted = (" ".join(full_name.lower().split()), date_of_birth.strip())
         for patient in self.db.patients.values():
             if (patient.full_name.lower(), patient.date_of_birth) == wanted:
                 self.session["patient_id"] = patient.patient_id
                 return patient.patient_id
-        raise ToolError("no patient with that name and date of birth")
+        raise self.identity_failed("no patient with that name and date of birth")
 
     @tool
     def get_patient(self, patient_id: str) -> Patient:
@@ -197,7 +231,7 @@ class Clinic(Backend):
         mine = [a for a in self.db.appointments.values() if a.patient_id == patient.patient_id]
         return [self._describe(a) for a in sorted(mine, key=lambda a: (a.date, a.time))]
 
-    @tool
+    @tool(writes=True)
     def book_appointment(self, patient_id: str, slot_id: str) -> dict[str, Any]:
         """Book a free future slot for the identified patient.
 
@@ -219,9 +253,10 @@ class Clinic(Backend):
         )
         self.db.appointments[appointment.appointment_id] = appointment
         slot.status = "booked"
+        self._tell_appointment(appointment)
         return self._describe(appointment)
 
-    @tool
+    @tool(writes=True)
     def cancel_appointment(self, appointment_id: str) -> str:
         """Cancel a booked appointment at least 24 hours before it starts; frees its slot.
 
@@ -235,7 +270,7 @@ class Clinic(Backend):
         self.db.slot_of(appointment).status = "free"
         return f"appointment {appointment_id} on {appointment.date} at {appointment.time} cancelled"
 
-    @tool
+    @tool(writes=True)
     def reschedule_appointment(self, appointment_id: str, new_slot_id: str) -> dict[str, Any]:
         """Move a booked appointment to another free future slot of the same doctor, at least
         24 hours before the old one starts; frees the old slot.
@@ -258,9 +293,10 @@ class Clinic(Backend):
         self.db.slot_of(appointment).status = "free"
         appointment.date, appointment.time = slot.date, slot.time
         slot.status = "booked"
+        self._tell_appointment(appointment)
         return self._describe(appointment)
 
-    @tool
+    @tool(writes=True)
     def join_waitlist(self, patient_id: str, doctor_id: str, date: str) -> str:
         """Put the identified patient on a doctor's waitlist for a day with no free slot.
 
@@ -279,7 +315,7 @@ class Clinic(Backend):
         )
         return f"{patient.full_name} is on {doctor.name}'s waitlist for {weekday(day)} {day}"
 
-    @tool
+    @tool(writes=True)
     def update_phone(self, patient_id: str, phone: str) -> Patient:
         """Change the identified patient's phone number.
 
@@ -293,7 +329,7 @@ class Clinic(Backend):
         patient.phone = phone
         return patient
 
-    @tool
+    @tool(writes=True)
     def update_insurance(
         self,
         patient_id: str,

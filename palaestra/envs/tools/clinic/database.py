@@ -8,6 +8,7 @@ weeks (free or booked), patients with insurance and referrals, and their appoint
 
 from __future__ import annotations
 
+import functools
 from datetime import date, datetime, timedelta
 from typing import Literal
 
@@ -95,6 +96,7 @@ class WaitlistEntry(pydantic.BaseModel):
     date: str
 
 
+@functools.lru_cache(maxsize=4096)
 def start_of(day: str, time: str) -> datetime:
     """The datetime of a slot or appointment (``"2025-03-04"``, ``"09:30"``)."""
     return datetime.strptime(f"{day} {time}", FORMAT)
@@ -121,7 +123,7 @@ class ClinicDB(pydantic.BaseModel):
 
     @property
     def current(self) -> datetime:
-        return datetime.strptime(self.now, FORMAT)
+        return start_of(*self.now.split(" "))
 
     def age(self, patient: Patient) -> int:
         """The patient's age in whole years today."""
@@ -210,12 +212,13 @@ def random_member_id(rng: np.random.Generator, provider: str) -> str:
     return f"{provider[:3].upper()}{int(rng.integers(0, 1_000_000)):06d}"
 
 
-def session_times(session: str) -> list[str]:
-    """The slot start times of a session: ``"08:00-09:00"`` -> ``["08:00", "08:30"]``."""
+@functools.lru_cache(maxsize=16)
+def session_times(session: str) -> tuple[str, ...]:
+    """The slot start times of a session: ``"08:00-09:00"`` -> ``("08:00", "08:30")``."""
     first, last = (datetime.strptime(part, "%H:%M") for part in session.split("-"))
     step = timedelta(minutes=SLOT_MINUTES)
     count = int((last - first) / step)
-    return [(first + i * step).strftime("%H:%M") for i in range(count)]
+    return tuple((first + i * step).strftime("%H:%M") for i in range(count))
 
 
 def _generate_slots(doctors: dict[str, Doctor], today: date) -> dict[str, Slot]:

@@ -1,22 +1,36 @@
 """Clinic tasks at three levels: one action with everything in the request, several dependent
 actions (find the earliest free slot, then book or move), and requests that need what only
-the patient knows (identity, which appointment, which day).
+the patient knows (identity, which appointment, which day). Each level has requests the
+policy refuses (a change less than 24 hours ahead, a specialist the patient may not see):
+the right end state is the database unchanged, and the patient must be told why.
 
 Every request is specific enough that exactly one end state is right: "the earliest free
 time with a cardiologist on Tuesday 2025-03-11" is drawn only when that earliest slot is
-unique and the patient may take it (the same rules the tools enforce).
+unique and the patient may take it (the same rules the tools enforce). Requests name doctors
+by surname ("Dr. Chen") and never give the time to be told: the full name and the time are
+what the agent must find and say.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from palaestra.core.tool_calls import ToolCall
-from palaestra.envs.tools.backend import ToolTask, UserFact, call, pick
+from palaestra.envs.tools.backend import (
+    Template,
+    ToolTask,
+    UserFact,
+    call,
+    draw_task,
+    pick,
+    refusal,
+)
+from palaestra.envs.tools.checks import Forbidden, Required
 from palaestra.envs.tools.clinic.database import (
+    DOCTOR_LAST_NAMES,
+    FIRST_NAMES,
     INSURERS,
+    PEDIATRICS,
     Appointment,
     ClinicDB,
     Doctor,
@@ -24,9 +38,16 @@ from palaestra.envs.tools.clinic.database import (
     Slot,
     random_member_id,
     random_phone,
+    start_of,
     weekday,
 )
-from palaestra.envs.tools.clinic.rules import booking_problem, change_problem, waitlist_problem
+from palaestra.envs.tools.clinic.rules import (
+    booking_problem,
+    change_problem,
+    eligibility_problem,
+    waitlist_problem,
+)
+from palaestra.envs.tools.facts import DOCTOR, NameKind, Vocabulary, reason_fact
 
 SPECIALISTS = {
     "general practice": "a general practitioner",
@@ -44,11 +65,17 @@ WHICH = (
 )  # fmt: skip
 DAY = ("which day", "what day", "when", "day", "date")
 INSURANCE = ("insurance", "provider", "member")
-TEMPLATE_DRAWS, FIT_DRAWS = 100, 20
-"""Templates drawn, and draws of each template, before giving up (a template is redrawn from
-fresh values until it fits, so each template of a level is about equally likely)."""
-
-Maker = Callable[[ClinicDB, np.random.Generator], ToolTask | None]
+TOPICS = (NAME, BIRTH, WHICH, DAY, INSURANCE)
+"""Every group of words a patient's facts are asked by."""
+NOTICE, REFERRAL, AGE = "notice", "referral", "age"
+VOCABULARY = Vocabulary(
+    names=(NameKind(DOCTOR, DOCTOR_LAST_NAMES, FIRST_NAMES),),
+    reasons={
+        NOTICE: ("24 hours", "twenty-four hours", "a day's notice", "less than a day"),
+        REFERRAL: ("referral",),
+        AGE: ("under 18", "under eighteen", "only children", "only sees children"),
+    },
+)  # fmt: skip
 
 
 def _when(day: str) -> str:
@@ -65,14 +92,18 @@ def _identify(patient: Patient) -> ToolCall:
 
 def _identity(patient: Patient) -> tuple[UserFact, ...]:
     return (
-        UserFact(NAME, f"I'm {patient.full_name}."),
-        UserFact(BIRTH, f"I was born on {patient.date_of_birth}."),
+        UserFact(NAME, f"I'm {patient.full_name}.", needed_by=("find_patient",)),
+        UserFact(BIRTH, f"I was born on {patient.date_of_birth}.", needed_by=("find_patient",)),
     )
 
 
-def _report_name(doctor: Doctor) -> str:
-    """How the report names a doctor: the full name without the title."""
-    return doctor.name.removeprefix("Dr. ")
+def _dr(doctor: Doctor) -> str:
+    """How patients name a doctor: ``"Dr. Chen"`` (the full name is the agent's to find)."""
+    return f"Dr. {doctor.name.rsplit(' ', 1)[1]}"
+
+
+def _at(appointment: Appointment) -> str:
+    return f"{_when(appointment.date)} at {appointment.time}"
 
 
 def _patient(db: ClinicDB, rng: np.random.Generator) -> Patient:
@@ -120,21 +151,22 @@ def _open_day(
 # -- level 1 -----------------------------------------------------------------------------------
 
 
-def _book_slot(db: ClinicDB, rng: np.random.Generator) -> ToolTask | None:
-    slot = pick(rng, [s for s in db.slots.values() if s.status == "free"])
-    patient = _taker(db, rng, slot)  # None for a slot in the past
-    if patient is None:
+def _book_doctor(db: ClinicDB, rng: np.random.Generator) -> ToolTask | None:
+    doctor = pick(rng, list(db.doctors.values()))
+    day = _open_day(db, rng, [doctor])
+    slot = db.free_slots(doctor.doctor_id, day)[0] if day else None
+    patient = _taker(db, rng, slot) if slot else None
+    if slot is None or patient is None:
         return None
-    doctor = db.doctors[slot.doctor_id]
     return ToolTask(
         1,
-        f"Hello, {_who(patient)} Please book me with {doctor.name} on {_when(slot.date)} at "
-        f"{slot.time}.",
+        f"Hello, {_who(patient)} Please book me the earliest free time with {_dr(doctor)} on "
+        f"{_when(slot.date)}.",
         (
             _identify(patient),
             call("book_appointment", patient_id=patient.patient_id, slot_id=slot.slot_id),
         ),
-        goal=f"book {doctor.name} on {_when(slot.date)} at {slot.time}",
+        goal=f"book the earliest free time with {doctor.name} on {_when(slot.date)}",
     )
 
 
@@ -152,8 +184,8 @@ def _cancel(db: ClinicDB, rng: np.random.Generator, level: int) -> ToolTask | No
     if level == 1:
         return ToolTask(
             1,
-            f"Hi, {_who(patient)} Please cancel my appointment with {doctor.name} on "
-            f"{_when(appointment.date)} at {appointment.time}.",
+            f"Hi, {_who(patient)} Please cancel my appointment with {_dr(doctor)} on "
+            f"{_at(appointment)}.",
             actions,
             goal=goal,
         )
@@ -161,7 +193,12 @@ def _cancel(db: ClinicDB, rng: np.random.Generator, level: int) -> ToolTask | No
         3,
         "Hello, I can't make one of my appointments and need to cancel it.",
         actions,
-        facts=(*_identity(patient), UserFact(WHICH, f"It's my appointment with {doctor.name}.")),
+        facts=(
+            *_identity(patient),
+            UserFact(
+                WHICH, f"It's my appointment with {_dr(doctor)}.", needed_by=(actions[-1].name,)
+            ),
+        ),
         goal=goal,
     )
 
@@ -204,7 +241,10 @@ def _insurance(db: ClinicDB, rng: np.random.Generator, level: int) -> ToolTask |
         3,
         "Hi, my health insurance changed and the clinic should have the new one on file.",
         actions,
-        facts=(*_identity(patient), UserFact(INSURANCE, f"The new insurance is {new}.")),
+        facts=(
+            *_identity(patient),
+            UserFact(INSURANCE, f"The new insurance is {new}.", needed_by=("update_insurance",)),
+        ),
         goal=f"change the insurance to {new}",
     )
 
@@ -220,12 +260,11 @@ def _book_specialty(db: ClinicDB, rng: np.random.Generator, level: int) -> ToolT
     patient = _taker(db, rng, slot) if slot else None
     if slot is None or patient is None:
         return None
-    doctor, specialist = db.doctors[slot.doctor_id], SPECIALISTS[specialty]
+    specialist = SPECIALISTS[specialty]
     actions = (
         _identify(patient),
         call("book_appointment", patient_id=patient.patient_id, slot_id=slot.slot_id),
     )
-    report, question = (slot.time, _report_name(doctor)), "What time is it, and with which doctor?"
     goal = f"book the earliest free time with {specialist} on {_when(slot.date)}"
     if level == 2:
         return ToolTask(
@@ -233,8 +272,6 @@ def _book_specialty(db: ClinicDB, rng: np.random.Generator, level: int) -> ToolT
             f"Hi, {_who(patient)} I'd like the earliest free appointment with {specialist} on "
             f"{_when(slot.date)}. What time is it, and with which doctor?",
             actions,
-            report=report,
-            report_question=question,
             goal=goal,
         )
     return ToolTask(
@@ -244,10 +281,8 @@ def _book_specialty(db: ClinicDB, rng: np.random.Generator, level: int) -> ToolT
         facts=(
             *_identity(patient),
             UserFact(DAY, f"{_when(slot.date)} works for me: the earliest free time that day "
-                     f"with any {specialty} doctor."),
+                     f"with any {specialty} doctor.", needed_by=("book_appointment",)),
         ),
-        report=report,
-        report_question=question,
         goal=goal,
     )  # fmt: skip
 
@@ -264,24 +299,21 @@ def _reschedule(db: ClinicDB, rng: np.random.Generator, level: int) -> ToolTask 
     slot = db.free_slots(doctor.doctor_id, day)[0]
     if booking_problem(db, patient, slot, moving=appointment) is not None:
         return None
+    moving = "reschedule_appointment"
     actions = (
         _identify(patient),
-        call(
-            "reschedule_appointment",
-            appointment_id=appointment.appointment_id,
-            new_slot_id=slot.slot_id,
-        ),
+        call(moving, appointment_id=appointment.appointment_id, new_slot_id=slot.slot_id),
     )
+    checks = (Forbidden(call("cancel_appointment", appointment_id=appointment.appointment_id)),)
     goal = f"move the appointment with {doctor.name} to the earliest free time on {_when(day)}"
     if level == 2:
         return ToolTask(
             2,
-            f"Hi, {_who(patient)} Please move my appointment with {doctor.name} on "
-            f"{_when(appointment.date)} at {appointment.time} to the earliest free time "
-            f"{doctor.name} has on {_when(day)}. What's the new time?",
+            f"Hi, {_who(patient)} Please move my appointment on {_at(appointment)} to the "
+            f"earliest free time that doctor has on {_when(day)}. What's the new time, and "
+            "who is the doctor again?",
             actions,
-            report=(slot.time,),
-            report_question="What's the new time?",
+            checks=checks,
             goal=goal,
         )
     return ToolTask(
@@ -290,13 +322,13 @@ def _reschedule(db: ClinicDB, rng: np.random.Generator, level: int) -> ToolTask 
         actions,
         facts=(
             *_identity(patient),
-            UserFact(WHICH, f"It's my appointment with {doctor.name}."),
-            UserFact(DAY, f"Please move it to the earliest free time on {_when(day)}."),
+            UserFact(WHICH, f"It's my appointment on {_at(appointment)}.", needed_by=(moving,)),
+            UserFact(DAY, f"Please move it to the earliest free time that doctor has on "
+                     f"{_when(day)}.", needed_by=(moving,)),
         ),
-        report=(slot.time,),
-        report_question="What's the new time?",
+        checks=checks,
         goal=goal,
-    )
+    )  # fmt: skip
 
 
 def _cancel_and_book(db: ClinicDB, rng: np.random.Generator) -> ToolTask | None:
@@ -314,16 +346,14 @@ def _cancel_and_book(db: ClinicDB, rng: np.random.Generator) -> ToolTask | None:
         return None
     return ToolTask(
         2,
-        f"Hi, {_who(patient)} Please cancel my appointment with {old.name} on "
-        f"{_when(appointment.date)} at {appointment.time}, and book me the earliest free time "
-        f"with {new.name} on {_when(day)} instead. What time will that be?",
+        f"Hi, {_who(patient)} Please cancel my appointment with {_dr(old)} on "
+        f"{_at(appointment)}, and book me the earliest free time with {_dr(new)} on "
+        f"{_when(day)} instead. What time will that be?",
         (
             _identify(patient),
             call("cancel_appointment", appointment_id=appointment.appointment_id),
             call("book_appointment", patient_id=patient.patient_id, slot_id=slot.slot_id),
         ),
-        report=(slot.time,),
-        report_question="What time is the new appointment?",
         goal=f"cancel with {old.name}, book the earliest with {new.name} on {_when(day)}",
     )
 
@@ -344,7 +374,7 @@ def _waitlist(db: ClinicDB, rng: np.random.Generator) -> ToolTask | None:
     patient = pick(rng, allowed)
     return ToolTask(
         2,
-        f"Hello, {_who(patient)} I'd like an appointment with {doctor.name} on {_when(day)}, "
+        f"Hello, {_who(patient)} I'd like an appointment with {_dr(doctor)} on {_when(day)}, "
         "any time. If nothing is free that day, please put me on the waitlist for it.",
         (
             _identify(patient),
@@ -352,38 +382,98 @@ def _waitlist(db: ClinicDB, rng: np.random.Generator) -> ToolTask | None:
                 "join_waitlist", patient_id=patient.patient_id, doctor_id=doctor.doctor_id, date=day
             ),
         ),
+        checks=(Required(call("find_available_slots", doctor_id=doctor.doctor_id, date=day)),),
         goal=f"an appointment with {doctor.name} on {_when(day)}, else that day's waitlist",
+    )  # the day is looked up (the patient wants a free slot if there is one)
+
+
+# -- requests the policy refuses -------------------------------------------------------------
+
+
+def _cancel_late(db: ClinicDB, rng: np.random.Generator, level: int) -> ToolTask | None:
+    """Cancel an appointment that starts in less than 24 hours."""
+    late = [
+        a
+        for a in db.appointments.values()
+        if a.status == "booked"
+        and start_of(a.date, a.time) > db.current
+        and change_problem(db, a) is not None
+    ]
+    if not late:
+        return None
+    appointment = pick(rng, late)
+    patient, doctor = db.patients[appointment.patient_id], db.doctors[appointment.doctor_id]
+    why = reason_fact(NOTICE, f"the appointment on {_at(appointment)} starts in less than 24 hours")
+    goal = f"cancel the appointment with {doctor.name} on {_when(appointment.date)}"
+    grounds = (
+        call("list_appointments", patient_id=patient.patient_id),
+        call("cancel_appointment", appointment_id=appointment.appointment_id),
+    )
+    if level == 1:
+        request = (
+            f"Hi, {_who(patient)} Please cancel my appointment with {_dr(doctor)} on "
+            f"{_at(appointment)}."
+        )
+        return refusal(1, request, (_identify(patient),), *grounds, why, goal=goal)
+    return refusal(
+        3,
+        "Hello, I can't make one of my appointments and need to cancel it.",
+        (_identify(patient),),
+        *grounds,
+        why,
+        facts=(*_identity(patient), UserFact(WHICH, f"It's my appointment with {_dr(doctor)}.")),
+        goal=goal,
     )
 
 
-LEVELS: dict[int, tuple[Maker, ...]] = {
+def _book_ineligible(db: ClinicDB, rng: np.random.Generator) -> ToolTask | None:
+    """The earliest free time with a specialist the patient may not see (no referral, or
+    pediatrics for an adult)."""
+    patient = _patient(db, rng)
+    barred = [d for d in db.doctors.values() if eligibility_problem(db, patient, d)]
+    if not barred:
+        return None
+    specialty = pick(rng, sorted({d.specialty for d in barred}))
+    doctors = [d for d in barred if d.specialty == specialty]
+    day = _open_day(db, rng, doctors)
+    if day is None:
+        return None
+    if specialty == PEDIATRICS:
+        why = reason_fact(AGE, "pediatrics sees only patients under 18")
+    else:
+        why = reason_fact(REFERRAL, f"{specialty} needs a referral on file, and you have none")
+    return refusal(
+        2,
+        f"Hi, {_who(patient)} I'd like the earliest free appointment with "
+        f"{SPECIALISTS[specialty]} on {_when(day)}. What time is it, and with which doctor?",
+        (_identify(patient),),
+        call("get_patient", patient_id=patient.patient_id),
+        call("book_appointment", patient_id=patient.patient_id),
+        why,
+        goal=f"the earliest free time with {SPECIALISTS[specialty]} on {_when(day)}",
+    )
+
+
+LEVELS: dict[int, tuple[tuple[Template, ...], tuple[Template, ...]]] = {
     1: (
-        _book_slot,
-        lambda db, rng: _cancel(db, rng, 1),
-        _phone,
-        lambda db, rng: _insurance(db, rng, 1),
+        (_book_doctor, lambda db, rng: _cancel(db, rng, 1), _phone,
+         lambda db, rng: _insurance(db, rng, 1)),
+        (lambda db, rng: _cancel_late(db, rng, 1),),
     ),
     2: (
-        lambda db, rng: _book_specialty(db, rng, 2),
-        lambda db, rng: _reschedule(db, rng, 2),
-        _cancel_and_book,
-        _waitlist,
+        (lambda db, rng: _book_specialty(db, rng, 2), lambda db, rng: _reschedule(db, rng, 2),
+         _cancel_and_book, _waitlist),
+        (_book_ineligible,),
     ),
     3: (
-        lambda db, rng: _book_specialty(db, rng, 3),
-        lambda db, rng: _reschedule(db, rng, 3),
-        lambda db, rng: _cancel(db, rng, 3),
-        lambda db, rng: _insurance(db, rng, 3),
+        (lambda db, rng: _book_specialty(db, rng, 3), lambda db, rng: _reschedule(db, rng, 3),
+         lambda db, rng: _cancel(db, rng, 3), lambda db, rng: _insurance(db, rng, 3)),
+        (lambda db, rng: _cancel_late(db, rng, 3),),
     ),
-}
+}  # fmt: skip
+"""Each level's templates, and those the policy refuses."""
 
 
 def clinic_task(db: ClinicDB, rng: np.random.Generator, level: int) -> ToolTask:
-    """A task of ``level`` over ``db``: a template, redrawn with fresh values until they fit."""
-    for _ in range(TEMPLATE_DRAWS):
-        maker = pick(rng, LEVELS[level])
-        for _ in range(FIT_DRAWS):
-            task = maker(db, rng)
-            if task is not None:
-                return task
-    raise RuntimeError(f"no level-{level} clinic task fits this database")
+    """A task of ``level`` over ``db`` (see :func:`~palaestra.envs.tools.backend.draw_task`)."""
+    return draw_task(db, rng, *LEVELS[level])

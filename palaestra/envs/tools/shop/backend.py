@@ -1,16 +1,22 @@
 """The shop's tools: authentication, orders, cancellations, returns, exchanges, addresses.
 
-The tools enforce the policy: the customer must be authenticated first, only pending
-orders change or cancel, only delivered orders return or exchange (once), refunds go to the
-original payment method or a gift card, exchanges keep the product and need the new variant
-in stock.
+The tools enforce the policy: the customer must be authenticated first (three failed
+attempts lock authentication), only pending orders change or cancel, only delivered orders
+return or exchange (once), refunds go to the original payment method or a gift card,
+exchanges keep the product and need the new variant in stock. What the tools cannot enforce
+is graded: an order is read before it is changed (:meth:`Shop.policy_checks`), and the amount
+refunded or charged is told (each tool registers it with :meth:`~Backend.tell`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
-from palaestra.envs.tools.backend import Backend, money, require, tool
+from palaestra.core.tool_calls import ToolCall
+from palaestra.envs.tools.backend import Backend, call, money, require, tool
+from palaestra.envs.tools.checks import ActionCheck, Before
+from palaestra.envs.tools.facts import amount_fact
 from palaestra.envs.tools.people import Address
 from palaestra.envs.tools.shop.database import (
     Order,
@@ -22,12 +28,13 @@ from palaestra.envs.tools.shop.database import (
     User,
     generate_shop,
 )
-from palaestra.envs.tools.shop.tasks import shop_task
-from palaestra.tools import ToolError
+from palaestra.envs.tools.shop.tasks import TOPICS, VOCABULARY, shop_task
 
 POLICY = """
 - Authenticate the customer before anything else: find their user id by email, or by first
-  name, last name and zip code. Only act on that customer's orders and account.
+  name, last name and zip code (three failed attempts end authentication for the
+  conversation). Only act on that customer's orders and account.
+- Read an order's details (get_order_details) before changing it.
 - Pending orders can be cancelled (reason "no longer needed" or "ordered by mistake"), have
   their shipping address changed, or be paid with another of the customer's payment methods.
   Orders that are processed, delivered or cancelled cannot be changed or cancelled.
@@ -36,7 +43,9 @@ POLICY = """
 - Refunds go to the order's original payment method or to one of the customer's gift cards.
 - An exchange swaps an item for another variant of the same product that is in stock; the
   price difference is charged to (or refunded to) a payment method of the customer.
-- Tell the customer the amount refunded or charged.
+- Tell the customer the amount refunded or charged by every cancellation, return, exchange
+  or payment change.
+- When the policy does not allow a request, change nothing and tell the customer why.
 """
 
 
@@ -47,6 +56,8 @@ class Shop(Backend):
     company = "an online shop"
     policy = POLICY
     database_type = ShopDB
+    vocabulary = VOCABULARY
+    topics = TOPICS
     generate = staticmethod(generate_shop)
     generate_task = staticmethod(shop_task)
     db: ShopDB
@@ -101,11 +112,12 @@ class Shop(Backend):
         Args:
             email: the customer's email address
         """
+        self.check_identity_attempts()
         for user in self.db.users.values():
             if user.email == email.strip().lower():
                 self.session["user_id"] = user.user_id
                 return user.user_id
-        raise ToolError(f"no customer with email {email!r}")
+        raise self.identity_failed(f"no customer with email {email!r}")
 
     @tool
     def find_user_id_by_name_zip(self, first_name: str, last_name: str, zip: str) -> str:
@@ -116,12 +128,13 @@ class Shop(Backend):
             last_name: the customer's last name
             zip: the zip code of the customer's address
         """
+        self.check_identity_attempts()
         wanted = (first_name.strip().lower(), last_name.strip().lower(), zip.strip())
         for user in self.db.users.values():
             if (user.first_name.lower(), user.last_name.lower(), user.address.zip) == wanted:
                 self.session["user_id"] = user.user_id
                 return user.user_id
-        raise ToolError("no customer with that name and zip code")
+        raise self.identity_failed("no customer with that name and zip code")
 
     @tool
     def get_user_details(self, user_id: str) -> User:
@@ -159,7 +172,7 @@ class Shop(Backend):
         require(product is not None, f"no product {product_id!r}; see list_products")
         return product
 
-    @tool
+    @tool(writes=True)
     def cancel_pending_order(
         self, order_id: str, reason: Literal["no longer needed", "ordered by mistake"]
     ) -> str:
@@ -171,15 +184,18 @@ class Shop(Backend):
         """
         order = self._own_order(order_id)
         require(order.status == "pending", f"order {order_id} is {order.status}, not pending")
-        refunded = 0.0
+        refunded, methods = 0.0, []
         for payment in [p for p in order.payments if p.kind == "payment"]:
             method = self._own_method(payment.payment_method_id)
             self._charge(order, method, -payment.amount)
             refunded += payment.amount
+            methods.append(payment.payment_method_id)
         order.status, order.cancel_reason = "cancelled", reason
-        return f"order {order_id} cancelled; {money(refunded)} refunded"
+        refunded = round(refunded, 2)
+        self.tell(amount_fact(refunded, f"the amount refunded for {order_id}"))
+        return f"order {order_id} cancelled; {money(refunded)} refunded to {', '.join(methods)}"
 
-    @tool
+    @tool(writes=True)
     def modify_pending_order_address(
         self, order_id: str, street: str, city: str, state: str, zip: str
     ) -> Order:
@@ -197,7 +213,7 @@ class Shop(Backend):
         order.address = Address(street=street, city=city, state=state, zip=zip)
         return order
 
-    @tool
+    @tool(writes=True)
     def modify_pending_order_payment(self, order_id: str, payment_method_id: str) -> str:
         """Pay a pending order with another of the customer's payment methods (the old payment
         is refunded).
@@ -215,9 +231,10 @@ class Shop(Backend):
         require(new is not old, f"order {order_id} is already paid with {payment_method_id}")
         self._charge(order, new, paid[0].amount)
         self._charge(order, old, -paid[0].amount)
+        self.tell(amount_fact(paid[0].amount, f"the amount charged to {payment_method_id}"))
         return f"order {order_id} now paid with {payment_method_id} ({money(paid[0].amount)})"
 
-    @tool
+    @tool(writes=True)
     def return_delivered_order_items(
         self, order_id: str, item_ids: list[str], payment_method_id: str
     ) -> str:
@@ -241,9 +258,10 @@ class Shop(Backend):
         refund = round(sum(item.price for item in items), 2)
         self._charge(order, method, -refund)
         order.status, order.returned_items = "return requested", sorted(item_ids)
+        self.tell(amount_fact(refund, f"the refund for {order_id}"))
         return f"return requested for {len(items)} item(s); {money(refund)} refunded to {payment_method_id}"
 
-    @tool
+    @tool(writes=True)
     def exchange_delivered_order_items(
         self, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str
     ) -> str:
@@ -272,9 +290,10 @@ class Shop(Backend):
         order.status = "exchange requested"
         order.exchanged_items = dict(zip(item_ids, new_item_ids, strict=True))
         verb = "charged to" if difference >= 0 else "refunded to"
+        self.tell(amount_fact(abs(difference), f"the price difference {verb} {payment_method_id}"))
         return f"exchange requested; {money(abs(difference))} {verb} {payment_method_id}"
 
-    @tool
+    @tool(writes=True)
     def modify_user_address(
         self, user_id: str, street: str, city: str, state: str, zip: str
     ) -> User:
@@ -291,6 +310,17 @@ class Shop(Backend):
         require(user_id == user.user_id, "you can only change the authenticated customer")
         user.address = Address(street=street, city=city, state=state, zip=zip)
         return user
+
+    def policy_checks(self, actions: Sequence[ToolCall]) -> tuple[ActionCheck, ...]:
+        """Each order the reference actions change is read (get_order_details) first."""
+        return tuple(
+            Before(
+                call("get_order_details", order_id=action.arguments["order_id"]),
+                call(action.name, order_id=action.arguments["order_id"]),
+            )
+            for action in actions
+            if "order_id" in action.arguments and action.name != "get_order_details"
+        )
 
     def _order_items(self, order: Order, item_ids: list[str]) -> list[OrderItem]:
         require(bool(item_ids), "give at least one item id")

@@ -1,19 +1,44 @@
 """Shop tasks at three levels: one action, several dependent actions, and requests that need
-what only the customer knows (identity, which item, where the refund goes)."""
+what only the customer knows (identity, which item, where the refund goes). Each level has a
+request the policy refuses (an order no longer pending, a variant out of stock): its right
+end state is the database unchanged, and the customer must be told why."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from palaestra.envs.tools.backend import ToolTask, UserFact, call, money, pick
+from palaestra.envs.tools.backend import ToolTask, UserFact, call, draw_task, pick, refusal
+from palaestra.envs.tools.facts import ITEM, NameKind, Vocabulary, reason_fact
 from palaestra.envs.tools.people import random_address
 from palaestra.envs.tools.shop.database import (
     CANCEL_REASONS,
+    CATALOGUE,
     Order,
     OrderItem,
     ShopDB,
     User,
 )
+
+EMAIL, NAME, ZIP = ("email",), ("name",), ("zip", "postal")
+WHICH = (
+    "which item", "what item", "which product", "what product", "which order", "what order",
+    "items",
+)  # fmt: skip
+REFUND, REASON = ("refund", "payment method", "money back"), ("reason", "why")
+TOPICS = (EMAIL, NAME, ZIP, WHICH, REFUND, REASON)
+BY_NAME = "find_user_id_by_name_zip"
+"""Every group of words a shop customer's facts are asked by."""
+NOT_PENDING, OUT_OF_STOCK = "not pending", "out of stock"
+VOCABULARY = Vocabulary(
+    names=(NameKind(ITEM, tuple(CATALOGUE)),),
+    reasons={
+        NOT_PENDING: (
+            "not pending", "no longer pending", "already processed", "been processed",
+            "already shipped", "been shipped", "already delivered", "been delivered",
+        ),
+        OUT_OF_STOCK: ("out of stock", "not in stock", "sold out", "unavailable", "not available"),
+    },
+)  # fmt: skip
 
 
 def _orders(db: ShopDB, user: User, status: str) -> list[Order]:
@@ -39,15 +64,19 @@ def _describe(items: list[OrderItem]) -> str:
     return " and ".join(f"the {item.name} ({', '.join(item.options.values())})" for item in items)
 
 
-def _refund_target(user: User, order: Order, rng: np.random.Generator) -> tuple[str, str]:
-    """A refund method allowed for ``order`` and how the customer names it."""
+def _refund_targets(user: User, order: Order) -> list[tuple[str, str]]:
+    """The refund methods allowed for ``order`` (the original one and gift cards), each with
+    how the customer names it."""
     original = order.payments[0].payment_method_id
-    gift_cards = [m for m in user.payment_methods.values() if m.kind == "gift_card"]
-    if gift_cards and rng.random() < 0.5:
-        return gift_cards[0].payment_method_id, "my gift card"
-    method = user.payment_methods[original]
-    name = "my gift card" if method.kind == "gift_card" else f"my card ending in {method.last_four}"
-    return original, name
+    allowed = [
+        m for m in user.payment_methods.values()
+        if m.kind == "gift_card" or m.payment_method_id == original
+    ]  # fmt: skip
+    return [
+        (m.payment_method_id,
+         "my gift card" if m.kind == "gift_card" else f"my card ending in {m.last_four}")
+        for m in allowed
+    ]  # fmt: skip
 
 
 def _cancel(db: ShopDB, rng: np.random.Generator) -> ToolTask | None:
@@ -58,14 +87,19 @@ def _cancel(db: ShopDB, rng: np.random.Generator) -> ToolTask | None:
     order, reason = pick(rng, pending), pick(rng, CANCEL_REASONS)
     return ToolTask(
         level=1,
-        request=f"Hi, my email is {user.email}. Please cancel my order {order.order_id}, "
-        f"it was {reason.replace('no longer needed', 'something I no longer need')}.",
+        request=_cancel_request(user, order, reason),
         actions=(
             call("find_user_id_by_email", email=user.email),
             call("cancel_pending_order", order_id=order.order_id, reason=reason),
         ),
         goal=f"cancel order {order.order_id} ({reason})",
     )
+
+
+def _cancel_request(user: User, order: Order, reason: str) -> str:
+    """How a customer asks to cancel an order (the same whether the policy allows it or not)."""
+    why = reason.replace("no longer needed", "something I no longer need")
+    return f"Hi, my email is {user.email}. Please cancel my order {order.order_id}, it was {why}."
 
 
 def _new_address(user: User, rng: np.random.Generator) -> ToolTask | None:
@@ -100,12 +134,15 @@ def _return(db: ShopDB, rng: np.random.Generator, level: int) -> ToolTask | None
     chosen = [
         order.items[int(i)] for i in sorted(rng.choice(len(order.items), count, replace=False))
     ]
-    method, method_name = _refund_target(user, order, rng)
-    refund = money(round(sum(item.price for item in chosen), 2))
+    targets = _refund_targets(user, order)
+    if level == 3 and len(targets) < 2:
+        return None  # where the refund goes must be the customer's to say
+    method, method_name = pick(rng, targets)
+    returning = "return_delivered_order_items"
     actions = (
         call("find_user_id_by_email", email=user.email),
         call(
-            "return_delivered_order_items",
+            returning,
             order_id=order.order_id,
             item_ids=[item.item_id for item in chosen],
             payment_method_id=method,
@@ -117,14 +154,7 @@ def _return(db: ShopDB, rng: np.random.Generator, level: int) -> ToolTask | None
             f"Hi, my email is {user.email}. I'd like to return {_describe(chosen)} from my order "
             f"{order.order_id}, with the refund to {method_name}. How much will I get back?"
         )
-        return ToolTask(
-            2,
-            request,
-            actions,
-            report=(refund,),
-            report_question="How much is my refund?",
-            goal=goal,
-        )
+        return ToolTask(2, request, actions, goal=goal)
     if _named_elsewhere(db, user, order, chosen):
         return None  # the item names must identify the order
     return ToolTask(
@@ -132,13 +162,11 @@ def _return(db: ShopDB, rng: np.random.Generator, level: int) -> ToolTask | None
         f"Hi, I'm {user.first_name}. I want to return some things I received.",
         actions,
         facts=(
-            UserFact(("email",), f"My email is {user.email}."),
-            UserFact(("which item", "what item", "which product", "what product", "items"),
-                     f"It's {_describe(chosen)}; nothing else from that order."),
-            UserFact(("refund", "payment method", "money back"), f"Please refund it to {method_name}."),
+            UserFact(EMAIL, f"My email is {user.email}.", needed_by=("find_user_id_by_email",)),
+            UserFact(WHICH, f"It's {_describe(chosen)}; nothing else from that order.",
+                     needed_by=(returning,)),
+            UserFact(REFUND, f"Please refund it to {method_name}.", needed_by=(returning,)),
         ),
-        report=(refund,),
-        report_question="How much is my refund?",
         goal=goal,
     )  # fmt: skip
 
@@ -155,7 +183,7 @@ def _exchange(db: ShopDB, rng: np.random.Generator) -> ToolTask | None:
     if not options:
         return None
     new = pick(rng, options)
-    method, method_name = _refund_target(user, order, rng)
+    method, method_name = pick(rng, _refund_targets(user, order))
     difference = round(new.price - item.price, 2)
     paying = user.payment_methods[method]
     if difference > 0 and paying.kind == "gift_card" and paying.balance < difference:
@@ -163,9 +191,7 @@ def _exchange(db: ShopDB, rng: np.random.Generator) -> ToolTask | None:
     wanted = ", ".join(f"{key} {value}" for key, value in new.options.items())
     return ToolTask(
         2,
-        f"Hi, my email is {user.email}. In order {order.order_id} I got {_describe([item])}; "
-        f"I'd like to exchange it for the one with {wanted}. Use {method_name} for any "
-        f"difference. What will the difference be?",
+        _exchange_request(user, order, item, wanted, method_name),
         (
             call("find_user_id_by_email", email=user.email),
             call(
@@ -176,9 +202,16 @@ def _exchange(db: ShopDB, rng: np.random.Generator) -> ToolTask | None:
                 payment_method_id=method,
             ),
         ),
-        report=(money(abs(difference)),),
-        report_question="What is the price difference?",
         goal=f"exchange {item.name} in {order.order_id} for {wanted}",
+    )
+
+
+def _exchange_request(user: User, order: Order, item: OrderItem, wanted: str, method: str) -> str:
+    """How a customer asks for an exchange (the same whether the variant is in stock or not)."""
+    return (
+        f"Hi, my email is {user.email}. In order {order.order_id} I got {_describe([item])}; "
+        f"I'd like to exchange it for the one with {wanted}. Use {method} for any difference. "
+        "What will the difference be?"
     )
 
 
@@ -193,6 +226,7 @@ def _cancel_by_item(db: ShopDB, rng: np.random.Generator) -> ToolTask | None:
         return None  # the item must identify the order
     reason = pick(rng, CANCEL_REASONS)
     zip_code = user.address.zip
+    cancelling = "cancel_pending_order"
     return ToolTask(
         3,
         "Hello, I need to cancel an order that hasn't shipped yet.",
@@ -203,14 +237,13 @@ def _cancel_by_item(db: ShopDB, rng: np.random.Generator) -> ToolTask | None:
                 last_name=user.last_name,
                 zip=zip_code,
             ),
-            call("cancel_pending_order", order_id=order.order_id, reason=reason),
+            call(cancelling, order_id=order.order_id, reason=reason),
         ),
         facts=(
-            UserFact(("name",), f"I'm {user.first_name} {user.last_name}."),
-            UserFact(("zip", "postal"), f"My zip code is {zip_code}."),
-            UserFact(("which order", "what order", "which item", "what item", "items"),
-                     f"It's the order with the {item.name}."),
-            UserFact(("reason", "why"), f"It was {reason}."),
+            UserFact(NAME, f"I'm {user.first_name} {user.last_name}.", needed_by=(BY_NAME,)),
+            UserFact(ZIP, f"My zip code is {zip_code}.", needed_by=(BY_NAME,)),
+            UserFact(WHICH, f"It's the order with the {item.name}.", needed_by=(cancelling,)),
+            UserFact(REASON, f"It was {reason}.", needed_by=(cancelling,)),
         ),
         goal=f"cancel order {order.order_id} (the one with the {item.name}, {reason})",
     )  # fmt: skip
@@ -233,21 +266,91 @@ def _cancel_and_readdress(db: ShopDB, rng: np.random.Generator) -> ToolTask | No
             call("cancel_pending_order", order_id=cancel.order_id, reason="ordered by mistake"),
             call("modify_pending_order_address", order_id=move.order_id, **address.model_dump()),
         ),
-        report=(money(round(sum(p.amount for p in cancel.payments), 2)),),
-        report_question="How much did I get refunded?",
         goal=f"cancel {cancel.order_id} and re-address {move.order_id}",
     )
 
 
-LEVEL_1 = (_cancel, lambda db, rng: _new_address(_user(db, rng), rng))
-LEVEL_2 = (lambda db, rng: _return(db, rng, 2), _exchange, _cancel_and_readdress)
-LEVEL_3 = (lambda db, rng: _return(db, rng, 3), _cancel_by_item)
+# -- requests the policy refuses ---------------------------------------------------------------
+
+
+def _cancel_shipped(db: ShopDB, rng: np.random.Generator, level: int) -> ToolTask | None:
+    """Cancel an order that is processed or delivered: nothing changes, and the customer
+    learns that it is no longer pending."""
+    user = _user(db, rng)
+    shipped = _orders(db, user, "processed") + _orders(db, user, "delivered")
+    if not shipped:
+        return None
+    order, reason = pick(rng, shipped), pick(rng, CANCEL_REASONS)
+    why = reason_fact(NOT_PENDING, f"order {order.order_id} is already {order.status}")
+    goal = f"cancel order {order.order_id} ({reason})"
+    if level == 1:
+        return refusal(
+            1,
+            _cancel_request(user, order, reason),
+            (call("find_user_id_by_email", email=user.email),),
+            call("get_order_details", order_id=order.order_id),
+            call("cancel_pending_order", order_id=order.order_id),
+            why,
+            goal=goal,
+        )  # fmt: skip
+    item = pick(rng, order.items)
+    if _named_elsewhere(db, user, order, [item]):
+        return None
+    return refusal(
+        3,
+        "Hello, I need to cancel an order that hasn't shipped yet.",
+        (call("find_user_id_by_name_zip", first_name=user.first_name,
+              last_name=user.last_name, zip=user.address.zip),),
+        call("get_order_details", order_id=order.order_id),
+        call("cancel_pending_order", order_id=order.order_id),
+        why,
+        facts=(
+            UserFact(NAME, f"I'm {user.first_name} {user.last_name}.", needed_by=(BY_NAME,)),
+            UserFact(ZIP, f"My zip code is {user.address.zip}.", needed_by=(BY_NAME,)),
+            UserFact(WHICH, f"It's the order with the {item.name}."),
+            UserFact(REASON, f"It was {reason}."),
+        ),
+        goal=goal,
+    )  # fmt: skip
+
+
+def _exchange_out_of_stock(db: ShopDB, rng: np.random.Generator) -> ToolTask | None:
+    """Exchange an item for a variant that is out of stock: nothing changes."""
+    user = _user(db, rng)
+    delivered = _orders(db, user, "delivered")
+    if not delivered:
+        return None
+    order = pick(rng, delivered)
+    item = pick(rng, order.items)
+    product = db.products[item.product_id]
+    gone = [v for v in product.variants.values() if not v.available and v.item_id != item.item_id]
+    if not gone:
+        return None
+    wanted = ", ".join(f"{key} {value}" for key, value in pick(rng, gone).options.items())
+    _, method_name = pick(rng, _refund_targets(user, order))
+    return refusal(
+        2,
+        _exchange_request(user, order, item, wanted, method_name),
+        (call("find_user_id_by_email", email=user.email),
+         call("get_order_details", order_id=order.order_id)),
+        call("get_product_details", product_id=product.product_id),
+        call("exchange_delivered_order_items", order_id=order.order_id),
+        reason_fact(OUT_OF_STOCK, f"the {product.name} with {wanted} is out of stock"),
+        goal=f"exchange {item.name} in {order.order_id} for {wanted}",
+    )  # fmt: skip
+
+
+LEVELS = {
+    1: ((_cancel, lambda db, rng: _new_address(_user(db, rng), rng)),
+        (lambda db, rng: _cancel_shipped(db, rng, 1),)),
+    2: ((lambda db, rng: _return(db, rng, 2), _exchange, _cancel_and_readdress),
+        (_exchange_out_of_stock,)),
+    3: ((lambda db, rng: _return(db, rng, 3), _cancel_by_item),
+        (lambda db, rng: _cancel_shipped(db, rng, 3),)),
+}  # fmt: skip
+"""Each level's templates, and those the policy refuses."""
 
 
 def shop_task(db: ShopDB, rng: np.random.Generator, level: int) -> ToolTask:
-    """A task of ``level`` over ``db``; templates that do not fit the drawn customer are redrawn."""
-    makers = {1: LEVEL_1, 2: LEVEL_2, 3: LEVEL_3}[level]
-    while True:
-        task = pick(rng, makers)(db, rng)
-        if task is not None:
-            return task
+    """A task of ``level`` over ``db`` (see :func:`~palaestra.envs.tools.backend.draw_task`)."""
+    return draw_task(db, rng, *LEVELS[level])

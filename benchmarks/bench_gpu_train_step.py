@@ -1,0 +1,283 @@
+"""GRPO steps on one GPU at Qwen2.5-0.5B's shape: palaestra's Trainer (HF engine) vs TRL's
+GRPOTrainer: rollout and update time, peak GPU memory, rollout tokens per second.
+
+The model is built here, nothing is downloaded: a random-init Qwen2 with Qwen2.5-0.5B's body
+(24 layers, width 896, 14/2 attention heads, MLP 4864, tied embeddings) and a byte-level BPE
+tokenizer trained on guess-the-number texts (:func:`palaestra.trainers.tiny.train_tokenizer`),
+saved once and loaded by both trainers in bfloat16. Task: ``game:GuessTheNumber-v0`` (1..8,
+one turn), 8 generations per prompt, at most 128 new tokens, temperature 1, the whole batch in
+one micro-batch, AdamW, no KL term. Rows: palaestra with gradient checkpointing (its GPU
+default), palaestra without, TRL 1.16 with its defaults (checkpointing on, HF ``generate``). Each trainer runs in a process of its own (so peak memory is its own);
+times are medians over the timed steps after one warm-up step.
+
+    python benchmarks/bench_gpu_train_step.py                # on a GPU: 64 and 256 episodes
+    python benchmarks/bench_gpu_train_step.py --smoke        # tiny shapes on CPU: it runs
+
+Needs ``pip install -e '.[train,bench]'`` (TRL). On a machine without network, bring the
+wheels along: ``pip download 'trl==1.16.0' -d wheels`` where there is one, then
+``pip install --no-index --find-links wheels trl`` on the GPU machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from bench_train_step_vs_trl import ENV_ID, ENV_KWARGS, env_reward
+
+GENERATIONS, LR = 8, 1e-6
+SHAPES = {
+    "qwen2.5-0.5b": {
+        "hidden_size": 896,
+        "intermediate_size": 4864,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+    },
+    "smoke": {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 1,
+        "num_key_value_heads": 1,
+    },
+}
+TRAINERS = ("palaestra", "palaestra-no-checkpointing", "trl")
+
+
+def build_model(directory: Path, shape: str) -> int:
+    """Save the random-init model and its tokenizer to ``directory``; returns its parameters."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from palaestra.trainers import tiny
+    from palaestra.trainers.demo import env_texts
+
+    tokenizer = tiny.train_tokenizer(
+        env_texts() + env_texts(ENV_ID, ENV_KWARGS, range(64)), vocab_size=1024
+    )
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        head_dim=64,
+        max_position_embeddings=32768,
+        rope_theta=1_000_000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        **SHAPES[shape],
+    )
+    model = Qwen2ForCausalLM(config)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return sum(p.numel() for p in model.parameters())
+
+
+def palaestra_run(run: dict[str, Any]) -> dict[str, float]:
+    """Train ``run["steps"] + 1`` steps with palaestra's Trainer; per-step medians."""
+    from palaestra.trainers.config import TrainerConfig
+    from palaestra.trainers.trainer import Trainer
+
+    episodes = run["episodes"]
+    config = TrainerConfig(
+        steps=run["steps"] + 1,
+        output_dir=run["out"],
+        model={
+            "path": run["model"],
+            "dtype": run["dtype"],
+            "gradient_checkpointing": not run["trainer"].endswith("-no-checkpointing"),
+        },
+        rollout={
+            "env_id": ENV_ID,
+            "env_kwargs": ENV_KWARGS,
+            "group_size": GENERATIONS,
+            "groups_per_step": episodes // GENERATIONS,
+            "max_new_tokens": run["max_new_tokens"],
+            "concurrency": episodes,
+        },
+        advantage={"estimator": "grpo"},
+        optim={"lr": LR, "max_grad_norm": 1.0},
+        update={"micro_batch_size": episodes},
+        log={"console": False},
+    )
+    with Trainer.from_config(config) as trainer:
+        _reset_peak_memory()
+        history = trainer.train()[1:]  # the first step warms up
+    return {
+        "rollout_s": statistics.median(r["rollout_time"] for r in history),
+        "update_s": statistics.median(r["update_time"] for r in history),
+        "tokens_per_s": statistics.median(r["rollout_tokens_per_s"] for r in history),
+        "peak_gb": _peak_memory_gb(),
+    }
+
+
+def trl_run(run: dict[str, Any]) -> dict[str, float]:
+    """Train ``run["steps"] + 1`` steps with TRL's GRPOTrainer; per-step medians."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    import palaestra
+
+    episodes, steps = run["episodes"], run["steps"] + 1
+    env = palaestra.make(ENV_ID, **ENV_KWARGS)
+    rows = []
+    for seed in range(episodes // GENERATIONS * steps):
+        task, _ = env.reset(seed=seed)
+        prompt = [
+            {"role": "system", "content": env.system_prompt},
+            {"role": "user", "content": task},
+        ]
+        rows.append({"prompt": prompt, "seed": seed})
+
+    def reward(completions, seed, **_) -> list[float]:
+        return [env_reward(s, c[0]["content"]) for s, c in zip(seed, completions, strict=True)]
+
+    gpu = torch.cuda.is_available()
+    config = GRPOConfig(
+        output_dir=run["out"],
+        per_device_train_batch_size=episodes,
+        num_generations=GENERATIONS,
+        max_completion_length=run["max_new_tokens"],
+        max_steps=steps,
+        learning_rate=LR,
+        lr_scheduler_type="constant",
+        max_grad_norm=1.0,
+        beta=0.0,
+        temperature=1.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=not gpu,
+        bf16=gpu and run["dtype"] == "bfloat16",
+        shuffle_dataset=False,
+    )
+    step_times: list[float] = []
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, *args, **kwargs):
+            self.started = time.perf_counter()
+
+        def on_step_end(self, *args, **kwargs):
+            step_times.append(time.perf_counter() - self.started)
+
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(
+            run["model"], dtype=getattr(torch, run["dtype"])
+        ),
+        processing_class=AutoTokenizer.from_pretrained(run["model"]),
+        reward_funcs=reward,
+        args=config,
+        train_dataset=Dataset.from_list(rows),
+        callbacks=[StepTimer()],
+    )
+    rollouts = _time_rollouts(trainer)
+    _reset_peak_memory()
+    trainer.train()
+    rollout = statistics.median(seconds for seconds, _ in rollouts[1:])
+    return {
+        "rollout_s": rollout,
+        "update_s": statistics.median(step_times[1:]) - rollout,
+        "tokens_per_s": statistics.median(tokens / seconds for seconds, tokens in rollouts[1:]),
+        "peak_gb": _peak_memory_gb(),
+    }
+
+
+def _time_rollouts(trainer: Any) -> list[tuple[float, int]]:
+    """Wrap TRL's generation-and-scoring call to record (seconds, completion tokens) of each."""
+    generate = trainer._generate_and_score_completions
+    records: list[tuple[float, int]] = []
+
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        result = generate(*args, **kwargs)
+        records.append((time.perf_counter() - started, int(result["completion_mask"].sum())))
+        return result
+
+    trainer._generate_and_score_completions = timed
+    return records
+
+
+def _reset_peak_memory() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def _peak_memory_gb() -> float:
+    return torch.cuda.max_memory_allocated() / 1e9 if torch.cuda.is_available() else float("nan")
+
+
+def run_in_child(run: dict[str, Any]) -> dict[str, float]:
+    """One trainer at one batch size, in a process of its own."""
+    command = [sys.executable, __file__, "--child", json.dumps(run)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{run['trainer']} at {run['episodes']} episodes failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def table(results: dict[tuple[str, int], dict[str, float]]) -> str:
+    """The results as a markdown table (no peak memory on a CPU)."""
+    lines = [
+        "| trainer | episodes | rollout s | update s | peak GPU memory GB | rollout tokens/s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for (trainer, episodes), r in results.items():
+        lines.append(
+            f"| {trainer} | {episodes} | {r['rollout_s']:.2f} | {r['update_s']:.2f} "
+            f"| {_gb(r['peak_gb'])} | {r['tokens_per_s']:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def _gb(value: float) -> str:
+    return "-" if value != value else f"{value:.1f}"  # NaN on a CPU
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes, CPU-sized run")
+    parser.add_argument("--episodes", type=int, nargs="+", help="default 64 256 (smoke: 16)")
+    parser.add_argument("--steps", type=int, help="timed steps after one warm-up (default 3)")
+    parser.add_argument("--trainers", nargs="+", choices=TRAINERS, default=list(TRAINERS))
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        run = json.loads(args.child)
+        print(json.dumps(trl_run(run) if run["trainer"] == "trl" else palaestra_run(run)))
+        return
+    shape = "smoke" if args.smoke else "qwen2.5-0.5b"
+    episodes = args.episodes or ([16] if args.smoke else [64, 256])
+    common = {
+        "steps": args.steps or (1 if args.smoke else 3),
+        "max_new_tokens": 16 if args.smoke else 128,
+        "dtype": "bfloat16" if torch.cuda.is_available() else "float32",
+    }
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        parameters = build_model(Path(tmp) / "model", shape)
+        print(f"{shape}: {parameters:,} parameters, {common['dtype']}, {device}")
+        for count in episodes:
+            for trainer in args.trainers:
+                run = {
+                    **common,
+                    "trainer": trainer,
+                    "episodes": count,
+                    "model": str(Path(tmp) / "model"),
+                    "out": str(Path(tmp) / f"{trainer}-{count}"),
+                }
+                results[trainer, count] = run_in_child(run)
+                print(f"  {trainer}, {count} episodes: {results[trainer, count]}", flush=True)
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()

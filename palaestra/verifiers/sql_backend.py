@@ -1,0 +1,162 @@
+"""What every SQL backend shares: the protocol, the result, the error and the limits.
+
+A backend is a class with the methods of :class:`Database` and a ``from_sqlite(path)``
+constructor (a backend serves the tables of a SQLite file, the format the databases and
+Spider/BIRD ship in). :data:`BACKENDS` names each class by import path, so the backend
+modules (:mod:`palaestra.verifiers.sql`, :mod:`palaestra.verifiers.sql_duckdb`) never
+import each other and :func:`open_database` loads only the one asked for.
+
+Limits every backend holds for every query: at most ``max_rows`` rows and
+:data:`MAX_RESULT_BYTES` bytes in total are fetched (:func:`fetch_rows`), a time limit,
+a memory limit, and nothing but reading.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_MAX_ROWS = 10_000
+MAX_SQL_CHARS = 20_000
+MAX_RESULT_BYTES = 8_000_000
+"""The most bytes of values one result may hold (text and blobs by length, other values
+8 bytes each); a bigger result is refused, however few rows it has."""
+FIRST_CHUNK_ROWS = 16
+"""Rows fetched before the width of a row is known (:func:`fetch_rows`)."""
+READ_ONLY_MESSAGE = (
+    "not allowed: the database is read-only (SELECT queries only; no writes, ATTACH, "
+    "PRAGMA changes or extensions)"
+)
+BACKENDS = {
+    "sqlite": "palaestra.verifiers.sql:SQLiteDatabase",
+    "duckdb": "palaestra.verifiers.sql_duckdb:DuckDBDatabase",
+}
+"""Backend name -> ``module:Class`` of its :class:`Database` implementation."""
+
+
+class SQLError(Exception):
+    """A query that could not run: the message says why, in words an agent can act on.
+    ``syntax`` is whether it could not even be parsed (a malformed answer)."""
+
+    def __init__(self, message: str, *, syntax: bool = False) -> None:
+        super().__init__(message)
+        self.syntax = syntax
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """Rows of a query (at most the row cap), its column names, and whether rows were cut."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    truncated: bool = False
+
+
+@runtime_checkable
+class Database(Protocol):
+    """A read-only database that runs one query at a time under the limits above."""
+
+    dialect: str
+    """The SQL dialect its queries are written in (sqlglot's name)."""
+
+    def query(
+        self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
+    ) -> QueryResult:
+        """Run one read-only query; raise :class:`SQLError` with the reason otherwise."""
+        ...
+
+    def tables(self) -> list[str]:
+        """Table names, sorted."""
+        ...
+
+    def describe(self, table: str) -> str:
+        """One line per column of ``table`` (name, type, constraints)."""
+        ...
+
+    def schema(self) -> str:
+        """The ``CREATE TABLE`` statements, one per line."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def open_database(sqlite_path: str | Path, backend: str = "sqlite") -> Database:
+    """The tables of the SQLite file ``sqlite_path`` on ``backend``, read-only.
+
+    >>> open_database("shop.sqlite", "duckdb")  # doctest: +SKIP
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown SQL backend {backend!r}; choose one of {sorted(BACKENDS)}")
+    module, _, name = BACKENDS[backend].partition(":")
+    return getattr(importlib.import_module(module), name).from_sqlite(sqlite_path)
+
+
+def check_size(sql: str) -> None:
+    """Refuse an empty query or one over :data:`MAX_SQL_CHARS` characters."""
+    if len(sql) > MAX_SQL_CHARS:
+        raise SQLError(f"the query is {len(sql)} characters long; the limit is {MAX_SQL_CHARS}")
+    if not sql.strip():
+        raise SQLError("the query is empty", syntax=True)
+
+
+def transpile(sql: str, read: str, write: str) -> str:
+    """``sql`` of dialect ``read`` as dialect ``write`` (unchanged when they are the same),
+    checked by sqlglot: :class:`SQLError` for a syntax error or several statements."""
+    import sqlglot
+    from sqlglot.errors import ParseError, SqlglotError
+
+    check_size(sql)
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=read) if s is not None]
+    except ParseError as error:
+        details = error.errors[0] if error.errors else {}
+        where = (
+            f" near {details['highlight']!r} (line {details['line']}, column {details['col']})"
+            if details.get("highlight")
+            else ""
+        )
+        message = f"syntax error{where}: {details.get('description') or error}"
+        raise SQLError(message, syntax=True) from None
+    except (SqlglotError, RecursionError) as error:
+        message = f"syntax error: {str(error)[:200] or type(error).__name__}"
+        raise SQLError(message, syntax=True) from None
+    if len(statements) != 1:
+        raise SQLError(f"give exactly one SQL statement, got {len(statements)}", syntax=True)
+    if read == write:
+        return sql.strip().rstrip(";")
+    return statements[0].sql(dialect=write)
+
+
+def value_bytes(value: Any) -> int:
+    """What a value counts toward :data:`MAX_RESULT_BYTES`."""
+    return len(value) if isinstance(value, str | bytes | bytearray | memoryview) else 8
+
+
+def fetch_rows(
+    cursor: Any, max_rows: int, max_bytes: int = MAX_RESULT_BYTES
+) -> tuple[list[tuple[Any, ...]], bool]:
+    """At most ``max_rows`` rows of a DB-API ``cursor`` (and whether more were left);
+    :class:`SQLError` once the rows hold more than ``max_bytes`` bytes.
+
+    Rows come in chunks sized by the largest row so far, so at most about one chunk's worth
+    is fetched past the cap however wide the rows are."""
+    rows: list[tuple[Any, ...]] = []
+    size = widest = 0
+    while len(rows) <= max_rows:
+        room = max(1, (max_bytes - size) // widest) if widest else FIRST_CHUNK_ROWS
+        chunk = cursor.fetchmany(min(room, 1024, max_rows + 1 - len(rows)))
+        if not chunk:
+            break
+        for row in chunk:
+            width = sum(value_bytes(v) for v in row)
+            widest = max(widest, width)
+            size += width
+        if size > max_bytes:
+            raise SQLError(
+                f"the result holds over {max_bytes:,} bytes; select fewer or shorter values"
+            )
+        rows.extend(tuple(row) for row in chunk)
+    return rows[:max_rows], len(rows) > max_rows

@@ -1,0 +1,308 @@
+"""The worker-process side of the DuckDB backend (:mod:`palaestra.verifiers.sql_duckdb`).
+
+One in-memory DuckDB database per worker process, opened with external access off and its
+configuration locked; each SQLite file it serves is copied into a schema of its own the first
+time a query needs it (the :data:`LOADED_DATABASES` most recently used are kept). The
+functions here run in the worker: :func:`load_database`, :func:`run_query` and
+:func:`read_catalog`; they answer with plain data (a result, a :class:`Refusal`, or
+:data:`UNLOADED`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from palaestra.verifiers.sql_backend import READ_ONLY_MESSAGE, QueryResult, SQLError, fetch_rows
+
+DUCKDB_MEMORY_LIMIT = "512MB"
+LOADED_DATABASES = 16
+SCHEMA_PREFIX = "palaestra_db_"
+
+_CATALOG_PREFIXES = ("duckdb_", "pragma_", "pg_", SCHEMA_PREFIX)
+_DENIED_CALLS = frozenset(
+    {"current_setting", "query", "query_table", "json_execute_serialized_sql", "getenv"}
+)
+_REFUSED = (
+    "not allowed: catalog functions that show settings or paths (duckdb_*, pragma_*, pg_*, "
+    "current_setting, query) are refused; query the tables instead"
+)
+
+
+def import_duckdb() -> Any:
+    try:
+        import duckdb
+    except ImportError as error:
+        raise ImportError(
+            "the DuckDB backend needs the duckdb package: pip install 'palaestra[duckdb]'"
+        ) from error
+    return duckdb
+
+
+UNLOADED = "unloaded"
+"""The worker's answer for a database it does not hold."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a query did not run (sent back from the worker)."""
+
+    message: str
+    syntax: bool = False
+
+
+@dataclass
+class _Loaded:
+    version: tuple[int, int]
+    schema: str
+    cursor: Any
+
+
+class _Store:
+    """(In the worker) one in-memory DuckDB database; each SQLite file in its own schema."""
+
+    def __init__(self) -> None:
+        duckdb = import_duckdb()
+        self.connection = duckdb.connect(
+            ":memory:",
+            config={
+                "enable_external_access": False,
+                "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+                "threads": 1,
+                "memory_limit": DUCKDB_MEMORY_LIMIT,
+                "temp_directory": "",
+                "allow_persistent_secrets": False,
+            },
+        )
+        self.connection.execute("SET lock_configuration = true")
+        self.loaded: OrderedDict[str, _Loaded] = OrderedDict()
+        self.count = 0
+        self.watchdog = _Watchdog()
+
+    def get(self, path: str) -> _Loaded | None:
+        entry = self.loaded.get(path)
+        if entry is None or entry.version != _version(path):
+            return None
+        self.loaded.move_to_end(path)
+        return entry
+
+    def load(self, path: str) -> None:
+        if self.get(path) is not None:
+            return
+        self.count += 1
+        schema = f"{SCHEMA_PREFIX}{self.count}"
+        self.connection.execute(f"CREATE SCHEMA {schema}")
+        _copy_tables(path, self.connection, schema)
+        cursor = self.connection.cursor()
+        cursor.execute(f"USE memory.{schema}")
+        self.drop(path)
+        self.loaded[path] = _Loaded(_version(path), schema, cursor)
+        while len(self.loaded) > LOADED_DATABASES:
+            self.drop(next(iter(self.loaded)))
+
+    def drop(self, path: str) -> None:
+        entry = self.loaded.pop(path, None)
+        if entry is not None:
+            entry.cursor.close()
+            self.connection.execute(f"DROP SCHEMA {entry.schema} CASCADE")
+
+
+_store: _Store | None = None
+
+
+def _the_store() -> _Store:
+    global _store
+    if _store is None:
+        _store = _Store()
+    return _store
+
+
+class _Watchdog:
+    """One thread that interrupts the running query at its deadline. Arming wakes the
+    thread only when it would otherwise sleep past the new deadline (a query is far
+    shorter than its limit, so most arms cost no thread switch)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._cursor: Any = None
+        self._deadline = 0.0
+        self._wakes_at = float("inf")
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def arm(self, cursor: Any, seconds: float) -> None:
+        with self._cond:
+            self._cursor, self._deadline = cursor, time.monotonic() + seconds
+            if self._deadline < self._wakes_at:
+                self._cond.notify()
+
+    def disarm(self) -> None:
+        with self._cond:
+            self._cursor = None
+
+    def _watch(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                if self._cursor is not None and now >= self._deadline:
+                    self._cursor.interrupt()
+                    self._cursor = None
+                self._wakes_at = self._deadline if self._cursor is not None else float("inf")
+                self._cond.wait(None if self._cursor is None else self._wakes_at - now)
+
+
+def _version(path: str) -> tuple[int, int]:
+    stat = os.stat(path)
+    return stat.st_mtime_ns, stat.st_size
+
+
+def _duckdb_type(declared: str) -> str:
+    """A DuckDB column type for a SQLite declared type (SQLite's affinity rules)."""
+    kind = declared.upper()
+    if kind == "DATE":
+        return "DATE"
+    if kind in ("DATETIME", "TIMESTAMP"):
+        return "TIMESTAMP"
+    if "INT" in kind:
+        return "BIGINT"
+    if any(word in kind for word in ("CHAR", "CLOB", "TEXT")):
+        return "VARCHAR"
+    if "BLOB" in kind:
+        return "BLOB"
+    if any(word in kind for word in ("REAL", "FLOA", "DOUB")):
+        return "DOUBLE"
+    return "VARCHAR"
+
+
+def _copy_tables(path: str, connection: Any, schema: str) -> None:
+    """Every table of the SQLite file into ``schema``: each column goes in as one list
+    parameter, unnested (no files: external access stays off). A table whose values do not
+    fit its declared types is loaded as text."""
+    duckdb = import_duckdb()
+    reader = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True)
+    try:
+        tables = reader.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid"
+        ).fetchall()
+        for (table,) in tables:
+            info = reader.execute(f'PRAGMA table_info("{table}")').fetchall()
+            rows = reader.execute(f'SELECT * FROM "{table}"').fetchall()
+            columns = [list(column) for column in zip(*rows, strict=True)] or [[] for _ in info]
+            name = f'{schema}."{table}"'
+            try:
+                _insert(connection, name, info, [_duckdb_type(r[2]) for r in info], columns)
+            except duckdb.Error:
+                text = [[None if v is None else str(v) for v in column] for column in columns]
+                _insert(connection, name, info, ["VARCHAR"] * len(info), text)
+    finally:
+        reader.close()
+
+
+def _insert(
+    connection: Any, table: str, info: list[Any], types: list[str], columns: list[list[Any]]
+) -> None:
+    definition = ", ".join(f'"{row[1]}" {kind}' for row, kind in zip(info, types, strict=True))
+    connection.execute(f"CREATE OR REPLACE TABLE {table} ({definition})")
+    if columns and columns[0]:
+        values = ", ".join(f"unnest(${i + 1})::{kind}" for i, kind in enumerate(types))
+        connection.execute(f"INSERT INTO {table} SELECT {values}", columns)
+
+
+def load_database(path: str) -> None:
+    """(In the worker) copy the SQLite file ``path`` into memory, if not done already."""
+    _the_store().load(path)
+
+
+def _refusal(cursor: Any, sql: str) -> Refusal | None:
+    """Why ``sql`` may not run, or None."""
+    duckdb = import_duckdb()
+    try:
+        statements = cursor.extract_statements(sql)
+    except duckdb.Error as error:
+        return Refusal(f"syntax error: {error}", syntax=True)
+    if len(statements) != 1:
+        return Refusal(f"give exactly one SQL statement, got {len(statements)}", syntax=True)
+    if statements[0].type != duckdb.StatementType.SELECT:
+        return Refusal(READ_ONLY_MESSAGE)
+    lowered = sql.lower()
+    if not any(name in lowered for name in (*_CATALOG_PREFIXES, *_DENIED_CALLS)):
+        return None  # no name that could be refused: skip tokenizing
+    tokens = duckdb.tokenize(sql)
+    ends = [start for start, _ in tokens[1:]] + [len(sql)]
+    words = [
+        sql[start:end].strip().strip('"').lower()
+        for (start, _), end in zip(tokens, ends, strict=True)
+    ]
+    for index, word in enumerate(words):
+        called = index + 1 < len(words) and words[index + 1].startswith("(")
+        if word.startswith(_CATALOG_PREFIXES) or (called and word in _DENIED_CALLS):
+            return Refusal(_REFUSED)
+    return None
+
+
+def run_query(path: str, sql: str, max_rows: int, timeout: float) -> QueryResult | Refusal | str:
+    """(In the worker) run ``sql`` on the loaded database of ``path``: its result, a
+    :class:`Refusal`, or :data:`UNLOADED`."""
+    duckdb = import_duckdb()
+    store = _the_store()
+    entry = store.get(path)
+    if entry is None:
+        return UNLOADED
+    refusal = _refusal(entry.cursor, sql)
+    if refusal is not None:
+        return refusal
+    store.watchdog.arm(entry.cursor, timeout)
+    try:
+        cursor = entry.cursor.execute(sql)
+        rows, truncated = fetch_rows(cursor, max_rows)
+        columns = [d[0] for d in cursor.description or ()]
+    except duckdb.InterruptException:
+        return Refusal(f"the query ran past the time limit of {timeout:g} s")
+    except duckdb.OutOfMemoryException:
+        return Refusal(f"error: the query needs more than {DUCKDB_MEMORY_LIMIT} of memory")
+    except duckdb.ParserException as error:
+        return Refusal(f"syntax error: {error}", syntax=True)
+    except duckdb.PermissionException:
+        return Refusal(READ_ONLY_MESSAGE)
+    except SQLError as error:
+        return Refusal(str(error))
+    except (duckdb.Error, OverflowError, MemoryError, ValueError) as error:
+        return Refusal(f"error: {error}")
+    finally:
+        store.watchdog.disarm()
+    return QueryResult(columns, rows, truncated)
+
+
+def read_catalog(path: str, request: str, *args: Any) -> Any:
+    """(In the worker) ``tables``, ``describe`` (a table) or ``schema`` of a loaded
+    database, or :data:`UNLOADED`."""
+    entry = _the_store().get(path)
+    if entry is None:
+        return UNLOADED
+    cursor = entry.cursor
+    where = "schema_name = ?" + (" AND table_name = ?" if request == "describe" else "")
+    params = [entry.schema, *args]
+    if request == "tables":
+        rows = cursor.execute(
+            f"SELECT table_name FROM duckdb_tables() WHERE {where} ORDER BY table_name", params
+        )
+        return [row[0] for row in rows.fetchall()]
+    if request == "describe":
+        rows = cursor.execute(
+            "SELECT column_name, data_type, is_nullable FROM duckdb_columns() "
+            f"WHERE {where} ORDER BY column_index",
+            params,
+        ).fetchall()
+        return "\n".join(
+            f"{name} {kind}{'' if nullable else ' NOT NULL'}" for name, kind, nullable in rows
+        )
+    rows = cursor.execute(
+        f"SELECT sql FROM duckdb_tables() WHERE {where} ORDER BY table_name", params
+    ).fetchall()
+    return "\n".join(" ".join(row[0].split()).replace(f"{entry.schema}.", "") for row in rows)

@@ -1,0 +1,142 @@
+"""The scripted user leaks nothing it is not asked for: topics count as whole words in
+questions only, at most two facts a reply, no answers to a questionnaire of every topic,
+agreement only to proposals within its goal, and replies that do not depend on the database."""
+
+from __future__ import annotations
+
+import pytest
+
+import palaestra
+from palaestra.envs.tools.user import YES, Progress, ScriptedUser
+
+HARD = ("tools:Shop-Hard-v0", "tools:Bank-Hard-v0", "tools:Clinic-Hard-v0")
+NOT_DONE = Progress(database_done=False, reported=False)
+
+
+def tasks(env_id: str, seeds=range(6)):
+    env = palaestra.make(env_id)
+    for seed in seeds:
+        env.reset(seed=seed)
+        yield env.unwrapped.task
+
+
+def started(task, patience: int = 9) -> ScriptedUser:
+    user = ScriptedUser(patience=patience)
+    assert user.start(task) == task.request
+    return user
+
+
+@pytest.mark.parametrize("env_id", HARD)
+def test_a_question_about_a_topic_gets_that_fact_only(env_id):
+    for task in tasks(env_id):
+        user = started(task)
+        first, *rest = task.facts
+        reply = user.respond(f"Thanks. Could you give me your {first.topics[0]}?", NOT_DONE)
+        assert reply.text == first.text and not reply.stop
+        assert all(fact.text not in reply.text for fact in rest)
+        again = user.respond(f"Sorry, your {first.topics[0]} again?", NOT_DONE)
+        assert again.text == f"As I said: {first.text}"
+        assert user.respond("What is your favourite colour?", NOT_DONE).text.startswith(
+            "I don't know that."
+        )
+
+
+@pytest.mark.parametrize("env_id", HARD)
+def test_topics_in_statements_or_inside_other_words_tell_nothing(env_id):
+    for task in tasks(env_id):
+        user = started(task)
+        for fact in task.facts:
+            for topic in fact.topics:
+                reply = user.respond(f"I will look into the {topic} now.", NOT_DONE)
+                assert all(f.text not in reply.text for f in task.facts), topic
+                inside = f"Shall we x{topic.replace(' ', '')}y?"
+                assert all(f.text not in user.respond(inside, NOT_DONE).text for f in task.facts)
+
+
+def test_the_issues_substring_leaks_are_closed():
+    """'update your file' asks no date; 'checking your accounts' asks no account (tasks that
+    hold the fact each phrase used to leak are among those tried)."""
+    for env_id, message, leaked in (
+        ("tools:Clinic-Hard-v0", "Should I update your file?", "date"),
+        ("tools:Bank-Hard-v0", "I'm checking your accounts. One moment?", "which account"),
+    ):
+        holders = 0
+        for task in tasks(env_id, range(8)):
+            reply = started(task).respond(message, NOT_DONE)
+            assert all(fact.text not in reply.text for fact in task.facts), (env_id, task.goal)
+            holders += any(leaked in fact.topics for fact in task.facts)
+        assert holders, f"no {env_id} task among those tried holds the fact"
+
+
+@pytest.mark.parametrize("env_id", HARD)
+def test_two_facts_a_reply_and_nothing_for_a_questionnaire(env_id):
+    """Three topics asked at once get two facts; the issue's one questionnaire of every topic
+    (which used to get every hidden fact) gets none."""
+    for task in tasks(env_id, range(10)):
+        user = started(task)
+        asked = [fact.topics[0] for fact in task.facts[:3]]
+        assert len(asked) == 3
+        reply = user.respond(f"Could you tell me: {', '.join(asked)}?", NOT_DONE)
+        told = [fact for fact in task.facts if fact.text in reply.text]
+        assert len(told) == 2
+        everything = ", ".join(group[0] for group in task.topics)
+        fresh = started(task)
+        reply = fresh.respond(f"Could you tell me: {everything}?", NOT_DONE)
+        assert reply.text.startswith("That's a lot of questions")
+        assert not any(fact.text in reply.text for fact in task.facts)
+
+
+@pytest.mark.parametrize("env_id", ["tools:Shop-v0", "tools:Bank-Hard-v0", "tools:Clinic-v0"])
+def test_replies_do_not_depend_on_the_database(env_id):
+    """A done database, a refused request or nothing done: the user says the same, so its
+    replies tell the agent nothing about the state (only satisfaction ends the talk)."""
+    messages = ["Done.", "All set!", "Anything else?", "Shall I proceed?", "Hmm", ""]
+    for task in tasks(env_id):
+        states = (
+            NOT_DONE,
+            Progress(True, False),
+            Progress(False, True),
+            Progress(True, True, False),
+        )
+        replies = {
+            tuple(started(task).respond(m, state).text for m in messages) for state in states
+        }
+        assert len(replies) == 1
+        assert started(task).respond("Done.", Progress(True, True)).stop
+
+
+def test_proposals_are_agreed_only_within_the_goal():
+    env = palaestra.make("tools:Shop-Easy-v0")
+    for seed in range(40):
+        env.reset(seed=seed)
+        task = env.unwrapped.task
+        if task.actions[-1].name == "cancel_pending_order":
+            break
+    else:
+        pytest.fail("no cancellation in 40 seeds")
+    order = task.actions[-1].arguments["order_id"]
+    (refund,) = task.report
+    user = started(task)
+    agreed = f"I can cancel order {order}; {refund.text} goes back to you. Shall I proceed?"
+    assert user.respond(agreed, NOT_DONE).text == YES
+    bundled = f"Shall I cancel order {order} and change your address to 1 Fake St instead?"
+    assert user.respond(bundled, NOT_DONE).text.startswith("No, that is not what I asked for.")
+    other = "#W9999"
+    assert user.respond(f"Shall I cancel order {other}?", NOT_DONE).text != YES
+    wrong_amount = f"Shall I cancel order {order} and refund $1.23?"
+    assert user.respond(wrong_amount, NOT_DONE).text != YES
+
+
+def test_the_user_gives_up_after_patience():
+    task = next(tasks("tools:Shop-Easy-v0", [0]))
+    user = ScriptedUser(patience=2)
+    user.start(task)
+    replies = [user.respond("Hmm.", NOT_DONE) for _ in range(3)]
+    assert [r.stop for r in replies] == [False, False, True]
+
+
+@pytest.mark.parametrize("env_id", HARD)
+def test_every_fact_is_asked_by_one_of_the_domains_topic_groups(env_id):
+    """So a questionnaire of every topic is counted as one (no fact has topics of its own)."""
+    for task in tasks(env_id, range(10)):
+        assert task.facts and all(fact.topics in task.topics for fact in task.facts)
