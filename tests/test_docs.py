@@ -10,14 +10,11 @@ Each block runs in a temporary directory (with the repository's ``examples/`` li
   other command must exist here;
 * ``yaml``, ``toml`` and ``json`` blocks parse.
 
-A block whose first line is a visible marker, ``# needs: a GPU`` (or ``an API key``, ``a
-server``, ``a Docker engine``, ``a Ray cluster``, ``hours of CPU``; several joined by
-``and``), is only compiled (python) or syntax-checked (``bash -n``). Blocks in other
-languages (``text``, none) are prose. Blocks whose commands train or run examples are
+A block whose first line is a visible marker, ``# needs: a GPU`` (or ``a model``, its
+weights, never downloaded here; ``an API key``, ``a server``, ``a Docker engine``, ``a Ray
+cluster``, ``hours of CPU``; several joined by ``and``), is only compiled (python) or
+syntax-checked (``bash -n``). Blocks in other languages (``text``, none) are prose. Blocks whose commands train or run examples are
 marked ``slow``.
-
-:data:`KNOWN_BROKEN` names blocks that fail today in files other issues are rewriting; each
-is a strict xfail, so it fails the suite once fixed, to be taken off the list.
 """
 
 from __future__ import annotations
@@ -38,59 +35,20 @@ ROOT = Path(__file__).parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN_LANGUAGES = {"python": "python", "py": "python", "bash": "bash", "sh": "bash"}
 PARSE_LANGUAGES = {"yaml", "yml", "toml", "json"}
-NEEDS = ("a GPU", "an API key", "a server", "a Docker engine", "a Ray cluster", "hours of CPU")
+NEEDS = (
+    "a GPU",
+    "a model",
+    "an API key",
+    "a server",
+    "a Docker engine",
+    "a Ray cluster",
+    "hours of CPU",
+)
 MARKER = re.compile(r"^#\s*needs:\s*(.+)$")
-SLOW = re.compile(r'palaestra train|examples/|--all\b|HumanEval|eval "game:\*"')
+SLOW = re.compile(r'palaestra train|GRPOTrainer\(|examples/|--all\b|HumanEval|eval "game:\*"')
 """Commands that train, run examples, or play a whole family (minutes on 2 cores)."""
 SERVE_SECONDS = 8
 TIMEOUT_S = 900
-
-KNOWN_BROKEN: dict[tuple[str, str], str] = {
-    ("README.md", "MCPServer(command="): "tools (29): my_server.py and url do not exist",
-    ("README.md", "--env-server http://envs:8765"): "server (33): no env server at envs:8765",
-    ("README.md", 'EnvServerClient("http://127.0.0.1:8765"'): "server (33): agent is undefined",
-    ("README.md", "palaestra train run.yaml --output-dir"): "gputrain (35): there is no run.yaml",
-    (
-        "README.md",
-        "from trl import GRPOConfig",
-    ): "integrations (32): model, tokenizer, GRPOConfig(...)",
-    ("README.md", "gem:game.Sudoku-v0-easy-v0"): "integrations (32): palaestra, gem not imported",
-    (
-        "docs/integrations.md",
-        "GRPOTrainer(model,",
-    ): "integrations (32): GRPOTrainer, model undefined",
-    ("docs/integrations.md", "write_rows("): "integrations (32): write_rows is undefined",
-    (
-        "docs/sandboxes.md",
-        'make_sandbox("docker"',
-    ): "sandbox (36): needs Docker; PythonTool not imported",
-    ("docs/scale-out.md", "ray start --head"): "server (33): needs a Ray cluster (no marker)",
-    (
-        "docs/scale-out.md",
-        'ray.init(address="auto")',
-    ): "server (33): needs a Ray cluster (no marker)",
-    (
-        "docs/search.md",
-        "--corpus wiki.jsonl",
-    ): "search (31): no wiki.jsonl; 0.0.0.0 needs $TOKEN set",
-    (
-        "docs/trainers.md",
-        "PolicyUpdater(model, config)",
-    ): "gputrain (35): run.yaml, model, episodes undefined",
-    (
-        "docs/trainers.md",
-        "palaestra train run.yaml --resume",
-    ): "gputrain (35): there is no run.yaml",
-    (
-        "docs/trainers.md",
-        "Trainer.from_config(TrainerConfig",
-    ): "gputrain (35): TrainerConfig not imported",
-    (
-        "docs/trainers.md",
-        'serve_command("runs/demo/init"',
-    ): "gputrain (35): serve_command not imported",
-}
-"""(file, text in the block) -> why the block fails today and whose issue is fixing it."""
 
 
 @dataclass(frozen=True)
@@ -141,19 +99,8 @@ def _collect() -> list[pytest.param]:
                 continue
             slow = block.needs is None and SLOW.search(block.text)
             marks = [pytest.mark.slow, pytest.mark.timeout(TIMEOUT_S)] if slow else []
-            why = _known_broken(block)
-            if why is not None:
-                marks.append(pytest.mark.xfail(reason=why, strict=True))
             params.append(pytest.param(block, id=block.name, marks=marks))
     return params
-
-
-def _known_broken(block: Block) -> str | None:
-    path = str(block.path.relative_to(ROOT))
-    return next(
-        (why for (file, text), why in KNOWN_BROKEN.items() if file == path and text in block.text),
-        None,
-    )
 
 
 @pytest.mark.parametrize("block", _collect())
@@ -165,15 +112,6 @@ def test_code_block_runs_as_written(block: Block, tmp_path: Path) -> None:
         _compile(block, tmp_path)
     else:
         _run(block, tmp_path)
-
-
-def test_each_known_broken_entry_names_one_block():
-    """An entry that matches no block is stale (its block was fixed or rewritten): take it
-    off the list; one that matches several is ambiguous."""
-    blocks = [block for path in DOCS for block in code_blocks(path)]
-    for (file, text), why in KNOWN_BROKEN.items():
-        matches = [b for b in blocks if str(b.path.relative_to(ROOT)) == file and text in b.text]
-        assert len(matches) == 1, f"{file}: {text!r} ({why}) matches {len(matches)} blocks"
 
 
 def _check_marker(needs: str) -> None:
