@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.text import Text
 
@@ -14,7 +15,7 @@ import palaestra
 from palaestra.console import fail
 
 if TYPE_CHECKING:
-    from palaestra.trainers.config import TrainerConfig
+    from palaestra.trainers.config import TrainerConfig, validation_problems
 
 PRESETS = ("cpu-demo",)
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -72,7 +73,7 @@ def _train_from_config(
     console: Console,
 ) -> None:
     try:
-        from palaestra.trainers.config import TrainerConfig
+        from palaestra.trainers.config import TrainerConfig, validation_problems
         from palaestra.trainers.trainer import Trainer
     except ImportError as error:
         fail(console, f"training needs the 'train' extra: pip install 'palaestra[train]' ({error})")
@@ -88,7 +89,10 @@ def _train_from_config(
     data = config.model_dump() | {k: v for k, v in overrides.items() if v is not None}
     if quiet:
         data["log"] = {**data["log"], "console": False}
-    config = TrainerConfig.model_validate(data)
+    try:
+        config = TrainerConfig.model_validate(data)
+    except ValidationError as error:  # an override out of range, e.g. --steps 0
+        fail(console, f"invalid option: {validation_problems(error)}")
     problem = config_problem(config, resume=resume)
     if problem is not None:
         fail(console, problem)
@@ -96,10 +100,15 @@ def _train_from_config(
         trainer = Trainer.from_config(config, console=console)
     except (OSError, ImportError) as error:  # a model that does not load, a missing extra
         fail(console, f"cannot start training: {_first_line(error)}")
+    from palaestra.trainers.trainer import EveryEpisodeErrored
+
     with trainer:
         if resume:
             console.print(f"resumed at step {trainer.resume()}")
-        history = trainer.train()
+        try:
+            history = trainer.train()
+        except EveryEpisodeErrored as error:
+            fail(console, error, code=1)
     if history:
         last = history[-1]
         console.print(

@@ -395,7 +395,9 @@ class TrainerConfig(_Section):
         try:
             return cls.model_validate(data)
         except ValidationError as error:
-            raise ValueError(f"invalid trainer config {path}:\n{error}") from None
+            raise ValueError(
+                f"invalid trainer config {path}: {validation_problems(error)}"
+            ) from None
 
     def to_yaml(self, path: str | Path | None = None) -> str:
         """The config as YAML text; also written to ``path`` when given."""
@@ -409,6 +411,25 @@ class TrainerConfig(_Section):
 def _get(section: Any, key: str) -> Any:
     """``key`` of a config section given as a dict or as a model."""
     return section.get(key) if isinstance(section, dict) else getattr(section, key, None)
+
+
+def validation_problems(error: ValidationError) -> str:
+    """Every problem of a config in one line: ``where: what`` (value shown), joined by ``; ``.
+
+    >>> try:
+    ...     TrainerConfig.model_validate({"model": {"pth": "x"}})
+    ... except ValidationError as error:
+    ...     print(validation_problems(error))
+    model.pth: unknown key (value 'x')
+    """
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "config"
+        what = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
+        value = repr(item["input"])
+        value = value if len(value) <= 60 else value[:57] + "..."
+        problems.append(f"{where}: {what} (value {value})")
+    return "; ".join(problems)
 
 
 def _yaml_problem(error: Any) -> str:

@@ -23,26 +23,53 @@ def test_train_rejects_an_unknown_preset() -> None:
     assert result.exit_code == 2 and "unknown preset 'gpu-giant'" in result.output
 
 
-def test_train_reports_an_invalid_config(tmp_path: Path) -> None:
-    path = tmp_path / "run.yaml"
-    path.write_text("stpes: 3\n", encoding="utf-8")
-    result = runner.invoke(app, ["train", str(path)])
-    assert result.exit_code == 2 and "stpes" in result.output
+def test_train_reports_an_invalid_config_in_one_line(tmp_path: Path) -> None:
+    path = _write_config(tmp_path, "stpes: 3\nrollout: {group_size: 0}\n")
+    _fails_in_two_lines(
+        ["train", str(path)],
+        "stpes: unknown key (value 3)",
+        "rollout.group_size: Input should be greater than 0 (value 0)",
+    )
+
+
+def test_train_exits_1_when_every_episode_of_a_step_errored(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="training needs torch (extra 'train')")
+    pytest.importorskip("transformers", reason="training needs transformers (extra 'train')")
+    from tests.trainers.faulty_envs import ALWAYS_CRASHING_ID, register_faulty_envs
+
+    register_faulty_envs()
+    model_dir = _tiny_model_dir(tmp_path)
+    path = _write_config(
+        tmp_path,
+        f"model: {{path: {model_dir}}}\noutput_dir: {tmp_path / 'out'}\n"
+        f"rollout: {{env_id: '{ALWAYS_CRASHING_ID}', group_size: 2, groups_per_step: 1}}\n",
+    )
+    result = runner.invoke(app, ["train", str(path), "-q"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1, result.output
+    assert "error: step 1: all 2 episodes errored, stopped: " in result.output
+    assert "the env broke" in result.output
+    assert not (tmp_path / "out" / "final").exists()
+
+
+def _tiny_model_dir(tmp_path: Path) -> Path:
+    from palaestra.trainers import tiny
+
+    tokenizer = tiny.train_tokenizer(["Write a few lowercase letters.", "Again."], vocab_size=280)
+    model_dir = tmp_path / "init"
+    tiny.tiny_qwen2(len(tokenizer)).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    return model_dir
 
 
 def test_train_from_a_config_then_resume(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="training needs torch (extra 'train')")
     pytest.importorskip("transformers", reason="training needs transformers (extra 'train')")
-    from palaestra.trainers import tiny
     from palaestra.trainers.config import TrainerConfig
     from palaestra.trainers.metrics_log import read_metrics
     from tests.trainers.letter_env import ENV_ID, register_once
 
     register_once()
-    tokenizer = tiny.train_tokenizer(["Write a few lowercase letters.", "Again."], vocab_size=280)
-    model_dir = tmp_path / "init"
-    tiny.tiny_qwen2(len(tokenizer)).save_pretrained(model_dir)
-    tokenizer.save_pretrained(model_dir)
+    model_dir = _tiny_model_dir(tmp_path)
     config = TrainerConfig(
         steps=2,
         model={"path": str(model_dir)},
