@@ -15,7 +15,7 @@ import palaestra
 from palaestra.console import fail
 
 if TYPE_CHECKING:
-    from palaestra.trainers.config import TrainerConfig, validation_problems
+    from palaestra.trainers.config import TrainerConfig
 
 PRESETS = ("cpu-demo",)
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -74,7 +74,7 @@ def _train_from_config(
 ) -> None:
     try:
         from palaestra.trainers.config import TrainerConfig, validation_problems
-        from palaestra.trainers.trainer import Trainer
+        from palaestra.trainers.trainer import EveryEpisodeErrored, Trainer
     except ImportError as error:
         fail(console, f"training needs the 'train' extra: pip install 'palaestra[train]' ({error})")
     try:
@@ -100,8 +100,6 @@ def _train_from_config(
         trainer = Trainer.from_config(config, console=console)
     except (OSError, ImportError) as error:  # a model that does not load, a missing extra
         fail(console, f"cannot start training: {_first_line(error)}")
-    from palaestra.trainers.trainer import EveryEpisodeErrored
-
     with trainer:
         if resume:
             console.print(f"resumed at step {trainer.resume()}")
