@@ -5,12 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 import palaestra
 from palaestra.cli import app
+from palaestra.trainers import cli as train_cli
 
 runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """200 columns whatever the terminal (CI sets COLUMNS=80): lines are counted unwrapped."""
+    monkeypatch.setattr(train_cli, "Console", lambda: Console(width=200))
 
 
 def test_train_needs_a_config_or_a_preset() -> None:
@@ -44,7 +52,7 @@ def test_train_exits_1_when_every_episode_of_a_step_errored(tmp_path: Path) -> N
         f"model: {{path: {model_dir}}}\noutput_dir: {tmp_path / 'out'}\n"
         f"rollout: {{env_id: '{ALWAYS_CRASHING_ID}', group_size: 2, groups_per_step: 1}}\n",
     )
-    result = runner.invoke(app, ["train", str(path), "-q"], env={"COLUMNS": "200"})
+    result = runner.invoke(app, ["train", str(path), "-q"])
     assert result.exit_code == 1, result.output
     assert "error: step 1: all 2 episodes errored, stopped: " in result.output
     assert "the env broke" in result.output
@@ -101,7 +109,7 @@ def _write_config(tmp_path: Path, text: str) -> Path:
 
 
 def _fails_in_two_lines(args: list[str], *messages: str) -> None:
-    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert 1 <= len(lines) <= 2 and lines[0].startswith("error: "), result.output
