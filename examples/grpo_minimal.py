@@ -131,10 +131,18 @@ def policy_loss(model, batch, args: Args) -> tuple[float, float]:
 
 
 def train(args: Args) -> list[dict[str, float]]:
-    """Warm start, then ``args.steps`` GRPO steps; returns each step's metrics."""
+    """Warm start, then ``args.steps`` GRPO steps; returns each step's metrics and prints
+    whether the reward went up (mean of the first 5 steps against the last 10)."""
     torch.manual_seed(args.seed)
     model, tokenizer = build_policy(args)
-    return asyncio.run(grpo_loop(args, model, tokenizer))
+    history = asyncio.run(grpo_loop(args, model, tokenizer))
+    rewards = [record["reward"] for record in history]
+    first, last = rewards[:5], rewards[-10:]
+    print(
+        f"train reward: {sum(first) / len(first):.3f} (first {len(first)} steps) -> "
+        f"{sum(last) / len(last):.3f} (last {len(last)})"
+    )
+    return history
 
 
 async def grpo_loop(args: Args, model, tokenizer) -> list[dict[str, float]]:

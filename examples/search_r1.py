@@ -1,6 +1,11 @@
 """Search-R1 against palaestra's retrieval server: the oracle, a one-search baseline and a
 closed-book baseline on the synthetic multi-hop questions.
 
+This script does not train: it measures what a search policy can reach here (oracle against
+the two baselines), on CPU in seconds. Training a model on this env is ``palaestra train``
+with ``rollout.env_id: search:Synthetic-SearchR1-v0`` (a model that writes tool calls, on a
+GPU), or Search-R1's own trainer pointed at the same retrieval server.
+
 The script serves the synthetic knowledge base with the retrieval server (what
 ``palaestra serve-retriever`` runs; Search-R1's training code could use the same URL),
 points ``search:Synthetic-SearchR1-v0`` at it, and runs three policies through the runner:

@@ -9,8 +9,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 import palaestra
+from palaestra.console import fail, text_panel
 from palaestra.core.env import Env
 from palaestra.evaluation.cli import register_cli as register_eval_cli
 from palaestra.server.cli import register_cli as register_serve_cli
@@ -28,12 +30,18 @@ console = Console()
 EXAMPLE_TURNS = 4
 
 
+PLAY_HELP = (
+    "Type a move and press Enter (inside \\boxed{} or bare). Commands: :help shows this "
+    "and the rules again, :q quits. An empty line is not a move."
+)
+
+
 def _make_or_exit(env_id: str) -> Env:
+    """The env, or a one-line error naming the fix (a typo'd id, a missing extra)."""
     try:
         return palaestra.make(env_id)
-    except palaestra.UnknownEnvError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+    except (palaestra.UnknownEnvError, ImportError) as exc:
+        fail(console, exc)
 
 
 def _tool_names(env: Env, most: int | None = None) -> str:
@@ -53,7 +61,7 @@ def list_command(
     """Show every registered environment."""
     ids = palaestra.list_envs(pattern)
     if not ids:
-        console.print(f"no environment matches {pattern!r}")
+        console.print(Text(f"no environment matches {pattern!r}"))
         raise typer.Exit(1)
     table = Table(title=f"{len(ids)} environments", title_justify="left")
     table.add_column("id", no_wrap=True, style="bold")
@@ -63,14 +71,8 @@ def list_command(
         spec = palaestra.spec(env_id)
         env = spec.make()
         kwargs = " ".join(f"{key}={value}" for key, value in spec.kwargs.items()) or "-"
-        table.add_row(
-            env_id,
-            spec.family,
-            str(env.max_turns or "-"),
-            _tool_names(env, most=3),
-            kwargs,
-            spec.summary(),
-        )
+        cells = (spec.family, str(env.max_turns or "-"), _tool_names(env, most=3), kwargs)
+        table.add_row(Text(env_id), *map(Text, cells), Text(spec.summary()))
         env.close()
     console.print(table)
 
@@ -84,23 +86,19 @@ def show(
     env = _make_or_exit(env_id)
     spec = palaestra.spec(env_id)
     low, high = env.reward_range
-    console.print(Panel(spec.summary(), title=env_id, title_align="left"))
+    console.print(text_panel(spec.summary(), title=escape(env_id), title_align="left"))
     console.print(
-        f"[bold]family[/bold] {spec.family}   [bold]max turns[/bold] {env.max_turns or '-'}   "
-        f"[bold]reward per step[/bold] [{low:g}, {high:g}]   [bold]tools[/bold] {_tool_names(env)}"
+        f"[bold]family[/bold] {escape(spec.family)}   [bold]max turns[/bold] "
+        f"{env.max_turns or '-'}   [bold]reward per step[/bold] [{low:g}, {high:g}]   "
+        f"[bold]tools[/bold] {escape(_tool_names(env))}"
     )
     if spec.kwargs:
-        console.print(f"[bold]kwargs[/bold] {dict(spec.kwargs)}")
+        console.print(f"[bold]kwargs[/bold] {escape(str(dict(spec.kwargs)))}")
     if spec.wrappers:
         console.print(f"[bold]wrappers[/bold] {escape(spec.wrapper_stack)}")
-    if env.system_prompt:
-        console.print(
-            Panel(env.system_prompt, title="system prompt", title_align="left", style="dim")
-        )
+    _print_system_prompt(env)
     observation, _ = env.reset(seed=seed)
-    console.print(
-        Panel(observation, title=f"task (seed {seed})", title_align="left", border_style="cyan")
-    )
+    console.print(_env_panel(observation, f"task (seed {seed})"))
     try:
         policy = env.oracle()
     except NotImplementedError:
@@ -109,21 +107,27 @@ def show(
         action = policy(observation)
         observation, reward, terminated, truncated, _ = env.step(action)
         console.print(
-            Panel(action, title=f"oracle, turn {turn}", title_align="left", border_style="green")
-        )
-        console.print(
-            Panel(
-                observation,
-                title=f"env (reward {reward:g})",
-                title_align="left",
-                border_style="cyan",
+            text_panel(
+                action, title=f"oracle, turn {turn}", title_align="left", border_style="green"
             )
         )
+        console.print(_env_panel(observation, f"env (reward {reward:g})"))
         if terminated or truncated:
             break
     else:
         console.print("[dim]...[/dim]")
     env.close()
+
+
+def _env_panel(observation: str, title: str) -> Panel:
+    return text_panel(observation, title=title, title_align="left", border_style="cyan")
+
+
+def _print_system_prompt(env: Env) -> None:
+    if env.system_prompt:
+        console.print(
+            text_panel(env.system_prompt, title="system prompt", title_align="left", style="dim")
+        )
 
 
 @app.command()
@@ -133,34 +137,18 @@ def play(
         int | None, typer.Option(help="Seed of the episode (random if omitted).")
     ] = None,
 ) -> None:
-    """Play an environment yourself in the terminal (type :q to quit)."""
+    """Play an environment yourself in the terminal (:help shows the rules, :q quits)."""
     env = _make_or_exit(env_id)
     observation, _ = env.reset(seed=seed)
-    if env.system_prompt:
-        console.print(
-            Panel(env.system_prompt, title="system prompt", title_align="left", style="dim")
-        )
-    console.print(Panel(observation, title=env_id, title_align="left", border_style="cyan"))
+    _print_system_prompt(env)
+    console.print(_env_panel(observation, escape(env_id)))
+    console.print(Text(PLAY_HELP, style="dim"))
     total, turn = 0.0, 0
-    while True:
-        try:
-            action = console.input("[bold green]your move>[/bold green] ")
-        except (EOFError, KeyboardInterrupt):
-            console.print()
-            break
-        if action.strip() in (":q", ":quit"):
-            break
+    while (action := _read_move(env, observation)) is not None:
         turn += 1
-        observation, reward, terminated, truncated, info = env.step(action)
+        step_observation, reward, terminated, truncated, info = env.step(action)
         total += reward
-        console.print(
-            Panel(
-                observation,
-                title=f"turn {turn}, reward {reward:g}",
-                title_align="left",
-                border_style="cyan",
-            )
-        )
+        console.print(_env_panel(step_observation, f"turn {turn}, reward {reward:g}"))
         if terminated or truncated:
             outcome = {True: "[green]success[/green]", False: "[red]failure[/red]"}.get(
                 info.get("success"), "done"
@@ -168,6 +156,29 @@ def play(
             console.print(f"{outcome}: return {total:g} in {turn} turns")
             break
     env.close()
+
+
+def _read_move(env: Env, task: str) -> str | None:
+    """The player's next move; None to quit. Empty lines and ``:`` commands are not moves."""
+    while True:
+        try:
+            line = console.input("[bold green]your move>[/bold green] ")
+        except (EOFError, KeyboardInterrupt):
+            console.print()
+            return None
+        command = line.strip()
+        if command in (":q", ":quit"):
+            return None
+        if command in (":h", ":help", "?"):
+            _print_system_prompt(env)
+            console.print(_env_panel(task, "the task"))
+            console.print(Text(PLAY_HELP))
+        elif command.startswith(":"):
+            console.print(Text(f"unknown command {command!r}: :help shows the commands"))
+        elif command:
+            return line
+        else:
+            console.print(Text("(an empty line is not a move; :help shows the rules)", "dim"))
 
 
 register_eval_cli(app)

@@ -5,6 +5,7 @@ from typer.testing import CliRunner
 import palaestra
 from palaestra import cli
 from palaestra.cli import app
+from palaestra.core.env import Env
 
 runner = CliRunner()
 
@@ -61,3 +62,64 @@ def test_play_quits_on_eof_and_command():
     assert runner.invoke(app, ["play", "game:Wordle-v0", "--seed", "0"], input="").exit_code == 0
     result = runner.invoke(app, ["play", "game:Wordle-v0", "--seed", "0"], input=":q\n")
     assert result.exit_code == 0 and "turn 1" not in result.output
+
+
+class Bracketed(Env):
+    """Text with square brackets everywhere rich could read markup."""
+
+    system_prompt = "Moves look like [row col]; install palaestra[extra] for more."
+    max_turns = 3
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.turns = 0
+        return "Type [row col] to press a light.", {}
+
+    def step(self, action):
+        self.turns += 1
+        done = action.strip() == "[1 1]"
+        return f"You pressed {action.strip()} [bold]x[/bold]", float(done), done, False, {}
+
+    def oracle(self):
+        return lambda observation: "[1 1]"
+
+
+@pytest.fixture
+def bracketed_env():
+    palaestra.register("test:Bracketed-v0", Bracketed, description="Press [row col].")
+    yield "test:Bracketed-v0"
+    palaestra.core.deregister("test:Bracketed-v0")
+
+
+def test_show_and_list_print_env_text_literally(bracketed_env):
+    shown = runner.invoke(app, ["show", bracketed_env], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    for text in ("Type [row col] to press", "palaestra[extra]", "You pressed [1 1] [bold]x[/bold]"):
+        assert text in shown.output
+    listed = runner.invoke(app, ["list", "test:Bracket*"], env={"COLUMNS": "200"})
+    assert "Press [row col]." in listed.output
+
+
+def test_play_ignores_empty_lines_and_answers_commands(bracketed_env):
+    result = runner.invoke(
+        app, ["play", bracketed_env], input="\n   \n:help\n:nope\n[1 1]\n", env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 0, result.output
+    assert "turn 1, reward 1" in result.output  # blank lines and commands took no turn
+    assert "an empty line is not a move" in result.output
+    assert result.output.count("Type [row col] to press a light.") == 2  # :help shows the task
+    assert "unknown command ':nope'" in result.output
+
+
+def test_show_names_a_missing_extra_in_one_line():
+    class NeedsExtra(Bracketed):
+        def __init__(self):
+            raise ImportError("needs foo: pip install 'palaestra[foo]'")
+
+    palaestra.register("test:NeedsExtra-v0", NeedsExtra)
+    try:
+        result = runner.invoke(app, ["show", "test:NeedsExtra-v0"])
+    finally:
+        palaestra.core.deregister("test:NeedsExtra-v0")
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: needs foo: pip install 'palaestra[foo]'"

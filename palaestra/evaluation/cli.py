@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -11,9 +15,11 @@ from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from palaestra.agents.base import Sampling, agent_name, close_agent
 from palaestra.agents.spec import SPEC_HELP, make_agent
+from palaestra.console import fail
 from palaestra.core.types import Episode
 from palaestra.evaluation.metrics import EnvSummary
 from palaestra.evaluation.run import (
@@ -22,6 +28,13 @@ from palaestra.evaluation.run import (
     aevaluate,
     write_outputs,
 )
+
+FAIL_FAST_EPISODES = 16
+"""When this many episodes have finished and every one errored, the run stops."""
+
+
+class FirstEpisodesFailed(Exception):
+    """Every episode so far errored (the message: the last error's first line)."""
 
 
 def eval_command(
@@ -80,28 +93,68 @@ def eval_command(
         )
         the_agent = make_agent(agent, sampling=Sampling(max_tokens, temperature))
     except (ValueError, KeyError, ImportError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        fail(console, exc)
     try:
-        result = asyncio.run(_run(the_agent, config, console, quiet))
-    except (KeyError, ValueError) as exc:  # unknown id, glob with no match, --all on a generator
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        with _episode_errors_summarized():
+            result = asyncio.run(_run(the_agent, config, console, quiet))
+    except (KeyError, ValueError, ImportError) as exc:  # unknown id, no match, missing extra
+        fail(console, exc)
+    except FirstEpisodesFailed as exc:  # e.g. no server behind the agent: stop, say why
+        fail(console, f"the first {FAIL_FAST_EPISODES} episodes all errored, stopped: {exc}", 1)
     console.print(
         results_table(
             result.summaries, title=f"{agent_name(the_agent)} · {result.wall_time_s:.2f} s"
         )
     )
+    files = {}
     if out is not None:
         files = write_outputs(result, out, agent=agent_name(the_agent), config=config)
         if not quiet:
             for label, path in files.items():
-                console.print(f"[dim]{label:>12}[/dim] {path}")
-    if any(s.errors for s in result.summaries):
-        errors = sum(s.errors for s in result.summaries)
-        console.print(
-            f"[yellow]{errors} episode(s) errored; see the trajectories for details[/yellow]"
+                console.print(Text.assemble((f"{label:>12} ", "dim"), str(path)))
+    _report_errors(console, result.episodes, files.get("trajectories"))
+
+
+def _report_errors(console: Console, episodes: list[Episode], trajectories: Path | None) -> None:
+    """Say what went wrong in errored episodes; leave with exit code 1 when every one did."""
+    errors = Counter(_first_line(e.error) for e in episodes if e.error is not None)
+    if not errors:
+        return
+    count = sum(errors.values())
+    (message, times), *others = errors.most_common()
+    more = f" (and {len(others)} other error(s))" if others else ""
+    where = (
+        f"transcripts in {trajectories}"
+        if trajectories is not None
+        else "rerun with --out DIR to keep the transcripts"
+    )
+    if count == len(episodes):
+        fail(console, f"every episode errored ({count}): {message}{more}", code=1)
+    console.print(
+        Text(
+            f"{count} of {len(episodes)} episode(s) errored, {times} with: {message}{more}; {where}",
+            "yellow",
         )
+    )
+
+
+def _first_line(error: str) -> str:
+    line = error.strip().splitlines()[0] if error.strip() else "unknown error"
+    return line if len(line) <= 300 else line[:300] + "..."
+
+
+@contextlib.contextmanager
+def _episode_errors_summarized() -> Iterator[None]:
+    """Silence the runner's warning per failed episode (the command sums them up instead)."""
+    runner_log = logging.getLogger("palaestra.runner")
+    quiet = logging.NullHandler()
+    runner_log.addHandler(quiet)
+    propagate, runner_log.propagate = runner_log.propagate, False
+    try:
+        yield
+    finally:
+        runner_log.removeHandler(quiet)
+        runner_log.propagate = propagate
 
 
 async def _run(agent, config: EvalConfig, console: Console, quiet: bool) -> EvalResult:
@@ -122,6 +175,8 @@ async def _run(agent, config: EvalConfig, console: Console, quiet: bool) -> Eval
         def on_episode(episode: Episode) -> None:
             state["done"] += 1
             state["errors"] += episode.error is not None
+            if state["errors"] == state["done"] == FAIL_FAST_EPISODES:
+                raise FirstEpisodesFailed(_first_line(episode.error or ""))
             elapsed = progress.tasks[0].elapsed or 1e-9
             progress.update(
                 bar, advance=1, rate=f"{state['done'] / elapsed:,.0f}", errors=state["errors"]
@@ -152,7 +207,7 @@ def results_table(summaries: list[EnvSummary], *, title: str = "") -> Table:
             "green" if s.success_rate >= 0.8 else "yellow" if s.success_rate >= 0.3 else "red"
         )
         table.add_row(
-            s.env_id,
+            Text(s.env_id),
             str(s.episodes),
             str(s.distinct_tasks),
             f"{s.mean_reward:.3f}",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import html
+import itertools
 import json
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -117,50 +119,155 @@ def _bar(fraction: float) -> str:
 
 
 def _overview_chart(summaries: Sequence[EnvSummary]) -> str:
-    """Horizontal bars: success rate and mean reward (scaled to the largest) per env."""
-    row, label_w, bar_w = 22, 220, 320
-    height = row * len(summaries) + 30
+    """Horizontal bars per env: success rate on a 0-100% axis, mean reward under it (scaled
+    to the largest), both values written at the bar's end."""
+    row, label_w, bar_w, top = 24, 240, 320, 34
+    height = top + row * len(summaries) + 24
     top_reward = max((abs(s.mean_reward) for s in summaries), default=1.0) or 1.0
     parts = [
-        f'<svg class="chart" viewBox="0 0 {label_w + bar_w + 80} {height}" role="img" '
-        'aria-label="success rate and mean reward per env">'
+        f'<svg class="chart" viewBox="0 0 {label_w + bar_w + 150} {height}" role="img" '
+        'aria-label="success rate and mean reward per env">',
+        f'<text x="{label_w}" y="12" class="legend">■ success rate   '
+        f'<tspan class="alt-text">■ mean reward (bar: share of the largest, {top_reward:.2f})'
+        "</tspan></text>",
     ]
+    axis_y = top + row * len(summaries)
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        x = label_w + bar_w * tick
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{axis_y}" class="grid"/>'
+            f'<text x="{x:.1f}" y="{axis_y + 14}" text-anchor="middle">{tick:.0%}</text>'
+        )
     for i, s in enumerate(summaries):
-        y = 20 + i * row
+        y = top + i * row
         success_w = bar_w * s.success_rate
         reward_w = bar_w * max(0.0, s.mean_reward) / top_reward
         parts.append(
-            f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end">{_e(s.env_id)}</text>'
-            f'<rect x="{label_w}" y="{y}" width="{success_w:.1f}" height="8" class="fill"/>'
-            f'<rect x="{label_w}" y="{y + 9}" width="{reward_w:.1f}" height="6" class="alt"/>'
-            f'<text x="{label_w + bar_w + 6}" y="{y + 12}">{s.success_rate:.0%}</text>'
+            f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end">{_e(_short(s.env_id, 36))}'
+            f"<title>{_e(s.env_id)}</title></text>"
+            f'<rect x="{label_w}" y="{y}" width="{success_w:.1f}" height="9" class="fill"/>'
+            f'<rect x="{label_w}" y="{y + 10}" width="{reward_w:.1f}" height="6" class="alt"/>'
+            f'<text x="{label_w + bar_w + 6}" y="{y + 12}">{s.success_rate:.0%} · '
+            f'<tspan class="alt-text">{s.mean_reward:.2f}</tspan></text>'
         )
     parts.append(
-        f'<text x="{label_w}" y="12" class="legend">■ success rate   '
-        f'<tspan class="alt-text">■ mean reward (max {top_reward:.2f})</tspan></text></svg>'
+        f'<line x1="{label_w}" y1="{axis_y}" x2="{label_w + bar_w}" y2="{axis_y}" class="axis"/></svg>'
     )
     return "".join(parts)
 
 
-def _histogram(values: Sequence[float], label: str) -> str:
-    """A small SVG bar chart of how often each (rounded) value occurs."""
+def _short(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+MAX_BARS = 12
+"""Histograms with more distinct values than this put the values in ranges."""
+
+
+def histogram_bins(values: Sequence[float]) -> list[tuple[str, int]]:
+    """(label, count) per bar: one bar per distinct value (rounded to 2 decimals) when there
+    are at most :data:`MAX_BARS`, else ranges of a round width (1, 2 or 5 times a power of
+    ten) so that at most :data:`MAX_BARS` bars remain.
+
+    >>> histogram_bins([1, 1, 2])
+    [('1', 2), ('2', 1)]
+    >>> histogram_bins(list(range(100)))[:2]
+    [('0–9', 10), ('10–19', 10)]
+    """
     counts = Counter(round(v, 2) for v in values)
-    if not counts:
+    if len(counts) <= MAX_BARS:
+        return [(f"{key:g}", counts[key]) for key in sorted(counts)]
+    low, high = min(counts), max(counts)
+    whole = all(float(v).is_integer() for v in counts)
+    width = _round_width((high - low + whole) / MAX_BARS)
+    start = math.floor(low / width) * width
+
+    def bar_of(value: float) -> int:  # the 1e-9 keeps 1.0 // 0.2 (4.0 in floats) in bar 5
+        return math.floor((value - start) / width + 1e-9)
+
+    bars = [0] * (bar_of(high) + 1)
+    for value, count in counts.items():
+        bars[bar_of(value)] += count
+    edges = [start + i * width for i in range(len(bars) + 1)]
+    if whole:
+        labels = [
+            f"{a:g}–{b - 1:g}" if b - 1 > a else f"{a:g}" for a, b in itertools.pairwise(edges)
+        ]
+    else:
+        labels = [f"{a:.3g}–{b:.3g}" for a, b in itertools.pairwise(edges)]
+    return list(zip(labels, bars, strict=True))
+
+
+def _round_width(at_least: float) -> float:
+    """The smallest of 1, 2, 5 times a power of ten that is at least ``at_least``."""
+    power = 10.0 ** math.floor(math.log10(at_least))
+    return next(step * power for step in (1, 2, 5, 10) if step * power >= at_least)
+
+
+LEFT, TOP, PLOT_W, PLOT_H = 34, 18, 290, 110
+"""Histogram geometry: y-axis labels on the left, counts above the bars on top."""
+
+
+def _histogram(values: Sequence[float], label: str) -> str:
+    """An SVG bar chart: episodes (y axis, with ticks) per value or range of values (x axis),
+    each bar's count above it; long range labels are slanted."""
+    bins = histogram_bins(values)
+    if not bins:
         return ""
-    keys = sorted(counts)[:40]
-    top = max(counts.values())
-    width, height, bar = 300, 110, 300 / max(len(keys), 1)
-    parts = [f'<figure><svg class="chart" viewBox="0 0 {width} {height + 30}">']
-    for i, key in enumerate(keys):
-        h = height * counts[key] / top
-        x = i * bar
+    slanted = len(bins) > 4 and any(len(text) > 4 for text, _ in bins)
+    base = TOP + PLOT_H
+    title_y = base + (58 if slanted else 30)
+    top_count = max(count for _, count in bins)
+    parts = [
+        f'<figure><svg class="chart" viewBox="0 0 {LEFT + PLOT_W + 6} {title_y + 6}" '
+        f'role="img" aria-label="{_e(label)}">',
+        *_count_axis(top_count),
+    ]
+    bar = PLOT_W / len(bins)
+    for i, (text, count) in enumerate(bins):
+        h = PLOT_H * count / top_count
+        x, y = LEFT + i * bar, base - h
         parts.append(
-            f'<rect x="{x + 1:.1f}" y="{height - h:.1f}" width="{bar - 2:.1f}" height="{h:.1f}" '
-            f'class="fill"><title>{key:g}: {counts[key]}</title></rect>'
-            f'<text x="{x + bar / 2:.1f}" y="{height + 14}" text-anchor="middle">{key:g}</text>'
+            f'<rect x="{x + 1:.1f}" y="{y:.1f}" width="{max(bar - 2, 1):.1f}" height="{h:.1f}" '
+            f'class="fill"><title>{_e(text)}: {count}</title></rect>'
         )
-    parts.append(f"</svg><figcaption>{_e(label)}</figcaption></figure>")
+        if count:
+            parts.append(
+                f'<text x="{x + bar / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle">{count}</text>'
+            )
+        parts.append(_x_label(text, x + bar / 2, base + 13, slanted))
+    parts.append(
+        f'<line x1="{LEFT}" y1="{base}" x2="{LEFT + PLOT_W}" y2="{base}" class="axis"/>'
+        f'<text x="{LEFT + PLOT_W / 2}" y="{title_y}" text-anchor="middle" class="legend">'
+        f"{_e(label)}</text></svg></figure>"
+    )
     return "".join(parts)
+
+
+def _count_axis(top_count: int) -> list[str]:
+    """The y axis of a histogram: its line, ticks at 0, half and the top count, its title."""
+    middle = TOP + PLOT_H / 2
+    parts = [
+        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + PLOT_H}" class="axis"/>'
+        f'<text x="10" y="{middle}" text-anchor="middle" class="legend" '
+        f'transform="rotate(-90 10 {middle})">episodes</text>'
+    ]
+    for tick in sorted({0, math.ceil(top_count / 2), top_count}):
+        y = TOP + PLOT_H - PLOT_H * tick / top_count
+        parts.append(
+            f'<line x1="{LEFT - 3}" y1="{y:.1f}" x2="{LEFT + PLOT_W}" y2="{y:.1f}" class="grid"/>'
+            f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{tick}</text>'
+        )
+    return parts
+
+
+def _x_label(text: str, x: float, y: float, slanted: bool) -> str:
+    if not slanted:
+        return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="middle">{_e(text)}</text>'
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="end" '
+        f'transform="rotate(-40 {x:.1f} {y:.1f})">{_e(text)}</text>'
+    )
 
 
 def _env_section(summary: EnvSummary, episodes: list[Episode]) -> str:
@@ -210,8 +317,9 @@ header{padding:20px 32px;border-bottom:1px solid var(--line)}h1{margin:0 0 6px;f
 table{border-collapse:collapse;margin:8px 0 16px}th,td{padding:6px 12px;border-bottom:1px solid var(--line);text-align:right}
 th{color:var(--muted);font-weight:600}td.id,th:first-child{text-align:left;font-family:ui-monospace,monospace}
 td.bad{color:var(--bad);font-weight:600}.chart{max-width:720px;width:100%}.chart text{font-size:11px;fill:var(--fg)}
-.fill{fill:var(--accent)}.alt{fill:var(--alt)}.alt-text{fill:var(--alt)}.track{fill:var(--line)}svg.inline{vertical-align:middle}
-.charts{display:flex;gap:24px;flex-wrap:wrap}figure{margin:0;width:320px}figcaption{color:var(--muted);font-size:12px}
+.grid{stroke:var(--line);stroke-width:.5}.axis{stroke:var(--muted);stroke-width:1}
+.legend{fill:var(--muted)}.fill{fill:var(--accent)}.alt{fill:var(--alt)}.alt-text{fill:var(--alt)}.track{fill:var(--line)}svg.inline{vertical-align:middle}
+.charts{display:flex;gap:24px;flex-wrap:wrap}figure{margin:0;width:340px}figcaption{color:var(--muted);font-size:12px}
 .env{border:1px solid var(--line);border-radius:8px;padding:8px 16px;margin:16px 0;background:var(--card)}
 details{border-top:1px solid var(--line);padding:6px 0}summary{cursor:pointer}
 .badge{display:inline-block;border-radius:10px;padding:0 8px;font-size:12px;color:#fff}.ok{background:var(--ok)}.no{background:var(--muted)}.err{background:var(--bad)}

@@ -80,6 +80,13 @@ def resolve_env_ids(patterns: Sequence[str]) -> list[str]:
     return ids
 
 
+def check_envs_load(env_ids: Sequence[str]) -> None:
+    """Make each env once, so that a missing extra fails before any episode runs (the
+    ``ImportError`` names the extra to install) rather than in every episode."""
+    for env_id in env_ids:
+        palaestra.make(env_id).close()
+
+
 def eval_tasks(env_ids: Sequence[str], config: EvalConfig) -> list[Task]:
     """The tasks of an evaluation: seeds, or every problem of each dataset env exactly once."""
     if not config.all_problems:
@@ -109,6 +116,8 @@ async def aevaluate(
     """Run the evaluation; ``on_start`` learns the number of episodes and ``on_episode`` sees
     each episode as it finishes (progress bars)."""
     env_ids = resolve_env_ids(config.env_patterns)
+    if config.env_server is None:
+        check_envs_load(env_ids)
     tasks = eval_tasks(env_ids, config)
     if on_start is not None:
         on_start(len(tasks))
@@ -194,6 +203,7 @@ __all__ = [
     "EvalConfig",
     "EvalResult",
     "aevaluate",
+    "check_envs_load",
     "eval_tasks",
     "evaluate",
     "resolve_env_ids",

@@ -20,10 +20,12 @@ and later runs start at once.
 Each has ``-Easy`` and ``-Hard`` variants (``textworld:Quest-Easy-v0``).
 
 The first observation is the game's introduction (the objective and the first room);
-then each observation is the game's answer to a command. A command is the action's text
-on one line, at most :data:`MAX_COMMAND_LENGTH` characters; the interpreter's own
-commands (``quit``, ``restart``, ``save``, ``restore``, ``undo``...) are refused, as they
-would leave the episode. Reward: the score gained, divided by the game's maximum score,
+then each observation is the game's answer to a command; ``env.system_prompt`` says how
+to answer. A command is the content of the action's last ``\\boxed{}`` (``\\boxed{go
+south}``), else the action's text, on one line, at most :data:`MAX_COMMAND_LENGTH`
+characters; the interpreter's own commands (``quit``, ``restart``, ``save``,
+``restore``, ``undo``...) are refused, as they would leave the episode, and its closing
+offer of them is cut from the last observation. Reward: the score gained, divided by the game's maximum score,
 so a win sums to 1; ``info["success"]`` is TextWorld's "won". ``info["admissible_commands"]``
 lists the commands that do something in the current state. The oracle follows
 TextWorld's walkthrough from the current state (``policy_commands``).
@@ -50,6 +52,7 @@ from palaestra.core.cache import cache_root
 from palaestra.core.env import Env, Policy, ResetResult, StepResult
 from palaestra.core.registry import register
 from palaestra.envs.base import EPISODE_OVER, difficulty_preset
+from palaestra.verifiers.extract import last_boxed
 
 try:
     import textworld
@@ -175,13 +178,22 @@ def _start(path: Path) -> Any:
 
 _BANNER_LINE = re.compile(r"^[\s_$|\\/<>]*$")
 _BLANK_LINES = re.compile(r"\n{3,}")
+_INTERPRETER_OFFER = re.compile(r"^\s*Would you like to RESTART.*$", re.M | re.I)
+SYSTEM_PROMPT = (
+    "You are playing a text adventure. Each message describes what you see and what your "
+    "last command did. Think step by step, then give one command per turn, such as "
+    "\\boxed{go north}, \\boxed{take coin} or \\boxed{open door} (a bare command on its own "
+    "line works too). Reach the goal the first message sets."
+)
 
 
 def clean_feedback(text: str) -> str:
-    """The game's text without the title banner, the ``>`` prompt and the status line."""
+    """The game's text without the title banner, the ``>`` prompt, the status line and the
+    interpreter's closing offer to RESTART, RESTORE or UNDO (commands the env refuses)."""
     prompt = text.rfind("\n>")
     if prompt >= 0:
         text = text[:prompt]
+    text = _INTERPRETER_OFFER.sub("", text)
     lines = text.splitlines()
     while lines and _BANNER_LINE.match(lines[0]):
         lines.pop(0)
@@ -189,9 +201,12 @@ def clean_feedback(text: str) -> str:
 
 
 def _command(action: str) -> str:
-    """The action as one printable ASCII line without backslashes (the interpreter reads a
-    line that starts with one as its own command, and loops on an unknown one), at most
+    """The command in an action (the content of its last ``\\boxed{}``, else the action) as
+    one printable ASCII line without backslashes (the interpreter reads a line that starts
+    with one as its own command, and loops on an unknown one), at most
     :data:`MAX_COMMAND_LENGTH` characters."""
+    boxed = last_boxed(action)
+    action = boxed if boxed is not None else action
     kept = "".join(ch for ch in action if ch.isprintable() and ch.isascii() and ch != "\\")
     text = " ".join(kept.split())
     return text[:MAX_COMMAND_LENGTH]
@@ -205,6 +220,7 @@ class TextWorldEnv(Env):
     """
 
     threaded_step = True
+    system_prompt = SYSTEM_PROMPT
 
     def __init__(
         self,

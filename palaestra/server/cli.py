@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from palaestra.console import fail
 from palaestra.runner.network import TOKEN_ENV_VAR
 from palaestra.server.run import build_server
 from palaestra.server.sessions import ServerLimits
@@ -90,8 +91,7 @@ def serve_command(
             stepping=Stepping(step_executor, step_processes),  # type: ignore[arg-type]
         )
     except (ValueError, ImportError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        fail(console, exc)
     served = ", ".join(envs) if envs else "every registered env"
     console.print(f"serving {served} on ws://{host}:{port}/sessions")
     server.run()

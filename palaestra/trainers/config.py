@@ -386,13 +386,18 @@ class TrainerConfig(_Section):
         """Load a config from a YAML file; every key is optional, unknown keys are errors."""
         yaml = _import_yaml()
         text = Path(path).read_text(encoding="utf-8")
-        data = yaml.safe_load(text) or {}
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as error:
+            raise ValueError(f"{path} is not valid YAML: {_yaml_problem(error)}") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: a trainer config must be a YAML mapping at the top level")
         try:
             return cls.model_validate(data)
         except ValidationError as error:
-            raise ValueError(f"invalid trainer config {path}:\n{error}") from None
+            raise ValueError(
+                f"invalid trainer config {path}: {validation_problems(error)}"
+            ) from None
 
     def to_yaml(self, path: str | Path | None = None) -> str:
         """The config as YAML text; also written to ``path`` when given."""
@@ -406,6 +411,32 @@ class TrainerConfig(_Section):
 def _get(section: Any, key: str) -> Any:
     """``key`` of a config section given as a dict or as a model."""
     return section.get(key) if isinstance(section, dict) else getattr(section, key, None)
+
+
+def validation_problems(error: ValidationError) -> str:
+    """Every problem of a config in one line: ``where: what`` (value shown), joined by ``; ``.
+
+    >>> try:
+    ...     TrainerConfig.model_validate({"model": {"pth": "x"}})
+    ... except ValidationError as error:
+    ...     print(validation_problems(error))
+    model.pth: unknown key (value 'x')
+    """
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "config"
+        what = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
+        value = repr(item["input"])
+        value = value if len(value) <= 60 else value[:57] + "..."
+        problems.append(f"{where}: {what} (value {value})")
+    return "; ".join(problems)
+
+
+def _yaml_problem(error: Any) -> str:
+    """A YAML parse error in one line: what is wrong and where (1-based line and column)."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else problem
 
 
 def _import_yaml() -> Any:

@@ -61,6 +61,11 @@ CHECKPOINT_DIR = "checkpoints"
 FINAL_MODEL_DIR = "final"
 
 
+class EveryEpisodeErrored(RuntimeError):
+    """A step's batch has no episode that finished: the env or the agent is broken, and
+    training on would only repeat "nothing left to train on"."""
+
+
 @dataclass(slots=True)
 class Rollouts:
     """One step's episodes, with when and how fast they were collected."""
@@ -315,6 +320,12 @@ class Trainer:
         """Advantages, filters and the update on one batch; metrics of the step."""
         config = self.config
         healthy = [e for e in rollouts.episodes if e.error is None]
+        if rollouts.episodes and not healthy:
+            first = rollouts.episodes[0].error or "unknown error"
+            raise EveryEpisodeErrored(
+                f"step {self.step + 1}: all {len(rollouts.episodes)} episodes errored, "
+                f"stopped: {first.strip().splitlines()[0]}"
+            )
         metrics = rollout_metrics(rollouts, self.step)
         fresh = drop_stale(healthy, self.step, config.rollout.max_staleness)
         kept, filter_stats = apply_filters(fresh, config.filters, config.advantage)

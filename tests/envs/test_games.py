@@ -166,3 +166,38 @@ def test_illegal_moves_count_and_running_out_loses():
 def test_agent_second_sees_the_opponents_opening():
     observation, _ = palaestra.make("game:TicTacToe-v0", agent_first=False).reset(seed=0)
     assert "You are O" in observation and "I took square" in observation
+
+
+@pytest.mark.parametrize(("difficulty", "floor"), [("easy", 0.35), ("medium", 0.1)])
+def test_oracle_wins_when_the_opponent_blunders_and_a_draw_is_no_success(difficulty, floor):
+    env = palaestra.make(f"game:TicTacToe-{difficulty.title()}-v0".replace("-Medium", ""))
+    finals = [play_episode(env, seed)[-1] for seed in range(40)]
+    assert all(final[2] >= 0.5 for final in finals)  # never a loss
+    assert all(final[5] is (final[2] == 1.0) for final in finals)  # success is a win
+    assert sum(final[5] for final in finals) >= 40 * floor
+
+
+def test_the_opponent_takes_its_win_and_blocks_yours():
+    env = palaestra.make("game:TicTacToe-Easy-v0", blunder_prob=1.0)  # else random moves
+    for seed in range(10):
+        env.reset(seed=seed)
+        env.unwrapped._board = ("X", "X", " ", "O", "O", " ", " ", " ", " ")
+        assert "I took square 6" in env.step("\\boxed{9}")[0]  # its own win first
+        env.reset(seed=seed)
+        env.unwrapped._board = ("X", "X", " ", "O", " ", " ", " ", " ", " ")
+        assert "I took square 3" in env.step("\\boxed{7}")[0]  # then the block
+
+
+@pytest.mark.parametrize(
+    ("move", "number"),
+    [("25", 25), ("-5", -5), ("+7", 7), ("1,000", 1000), ("1,2,3,4,5", None), ("12,34", None),
+     ("2 5", None), ("٣", None), ("1" * 19, None)],
+)  # fmt: skip
+def test_guesses_are_one_integer_and_lists_are_refused(move, number):
+    env = GuessTheNumber(min_number=-10, max_number=2000, max_turns=3)
+    env.reset(seed=0)
+    observation = env.step(f"\\boxed{{{move}}}")[0]
+    if number is None:
+        assert "could not read a guess" in observation
+    else:
+        assert observation.startswith((f"{number} is too", "Correct"))

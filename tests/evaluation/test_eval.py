@@ -44,11 +44,26 @@ class Shouty(Env):
         return lambda observation: "<b>bold</b> move"
 
 
+class Crashy(Shouty):
+    """Every step raises, with square brackets in the message (rich markup must not eat them)."""
+
+    def step(self, action):
+        raise RuntimeError("crashed at [row col]; see\nmore lines")
+
+
+class NeedsExtra(Shouty):
+    def __init__(self):
+        raise ImportError("this env needs foo: pip install 'palaestra[foo]'")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def shouty_env():
-    palaestra.register("test:Shouty-v0", Shouty, override=True)
+    for env_id, cls in [("test:Shouty-v0", Shouty), ("test:Crashy-v0", Crashy)]:
+        palaestra.register(env_id, cls, override=True)
+    palaestra.register("test:NeedsExtra-v0", NeedsExtra, override=True)
     yield
-    palaestra.core.deregister("test:Shouty-v0")
+    for env_id in ("test:Shouty-v0", "test:Crashy-v0", "test:NeedsExtra-v0"):
+        palaestra.core.deregister(env_id)
 
 
 @pytest.mark.parametrize(("n", "c", "k"), [(5, 0, 1), (5, 2, 1), (5, 2, 3), (4, 3, 2), (6, 6, 4)])
@@ -149,6 +164,30 @@ def test_cli_errors_name_the_fix(args, message):
     assert message in result.output
 
 
+def test_cli_fails_when_every_episode_errored(tmp_path):
+    result = CliRunner().invoke(_cli(), ["eval", "test:Crashy-v0", "-n", "3"])
+    assert result.exit_code == 1, result.output
+    assert "error: every episode errored (3): RuntimeError: crashed at [row col]" in result.output
+    assert "failed:" not in result.output  # no log line per episode
+    assert "trajectories" not in result.output  # none were written
+
+
+def test_cli_names_errors_and_where_their_transcripts_are(tmp_path):
+    args = ["eval", "test:Shouty-v0", "-n", "4"]
+    result = CliRunner().invoke(_cli(), args)
+    assert result.exit_code == 0, result.output
+    assert "1 of 4 episode(s) errored, 1 with: RuntimeError: <b>boom</b>" in result.output
+    assert "rerun with --out DIR" in result.output
+    result = CliRunner().invoke(_cli(), [*args, "--out", str(tmp_path)])
+    assert f"transcripts in {tmp_path / 'trajectories.jsonl'}" in result.output.replace("\n", "")
+
+
+def test_cli_fails_fast_on_a_missing_extra():
+    result = CliRunner().invoke(_cli(), ["eval", "game:Wordle-v0", "test:NeedsExtra-v0"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: this env needs foo: pip install 'palaestra[foo]'"
+
+
 def test_cli_eval_against_an_openai_compatible_server(tmp_path):
     with StubServer() as server:
         result = CliRunner().invoke(
@@ -215,3 +254,21 @@ def test_humaneval_all_with_the_oracle_runs_164_problems_and_passes_all():
         OracleAgent(), EvalConfig(["code:HumanEval-v0"], all_problems=True, pass_ks=[1])
     ).summaries
     assert (summary.distinct_tasks, summary.pass_at[1], summary.errors) == (164, 1.0, 0)
+
+
+def test_cli_stops_when_the_first_episodes_all_error():
+    result = CliRunner().invoke(_cli(), ["eval", "test:Crashy-v0", "-n", "500", "-c", "1"])
+    assert result.exit_code == 1, result.output
+    assert (
+        "error: the first 16 episodes all errored, stopped: RuntimeError: crashed at [row col]"
+        in result.output.replace("\n", " ")
+    )
+
+
+def test_cli_names_a_missing_agent_extra_with_its_brackets(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if vLLM were not installed
+    result = CliRunner().invoke(_cli(), ["eval", "game:Wordle-v0", "--agent", "vllm:foo"])
+    assert result.exit_code == 2
+    assert "pip install 'palaestra[vllm]'" in result.output

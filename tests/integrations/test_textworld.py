@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import palaestra
 from palaestra.testing import check_env, checker, play
+from palaestra.testing.degenerate import INVALID, check_degenerate, cycle, repeat
 
 pytest.importorskip("textworld", reason="needs textworld (the 'textworld' extra)")
 from palaestra.integrations.textworld import clean_feedback, game_file
@@ -108,3 +109,43 @@ def test_fuzzed_actions_never_raise_and_keep_reward_in_range(actions):
     checker.check_hostile_actions(
         lambda: palaestra.make("textworld:Quest-Easy-v0", games=2), tuple(actions)
     )
+
+
+def test_a_system_prompt_and_boxed_commands():
+    env = palaestra.make("textworld:Quest-Easy-v0", games=2)  # the games the checker made
+    assert "\\boxed{go north}" in env.system_prompt
+    observation, _ = env.reset(seed=0)
+    oracle, done = env.oracle(), False
+    while not done:
+        command = oracle(observation)
+        observation, _, terminated, truncated, info = env.step(f"I will \\boxed{{{command}}}")
+        assert "not a verb I recognise" not in observation
+        done = terminated or truncated
+    assert info["success"] is True
+    assert "RESTART" not in observation and "UNDO" not in observation  # offers it would refuse
+    assert "The End" in observation
+
+
+def test_clean_feedback_drops_the_interpreters_closing_offer():
+    raw = "You win.\n\nWould you like to RESTART, RESTORE a saved game, QUIT or UNDO the last command?"
+    assert clean_feedback(raw) == "You win."
+
+
+CHEATERS = {
+    "compass cycle": cycle("go north", "go east", "go south", "go west"),
+    "back and forth": cycle("go north", "go south"),
+    "always look": repeat("look"),
+    "grab and walk": cycle("take coin", "go east", "take coin", "go north", "open door"),
+    "every command at once": repeat("go north, go east, go south, go west, take coin, open door"),
+    "invalid text": INVALID,
+}
+
+
+def test_degenerate_strategies_do_not_beat_random_play():
+    check_degenerate("textworld:Quest-Easy-v0", CHEATERS, seeds=range(12), games=2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", IDS)
+def test_degenerate_strategies_lose_on_every_id(env_id):
+    check_degenerate(env_id, CHEATERS, seeds=range(40), games=8)

@@ -56,9 +56,8 @@ def test_oracle_solves_every_game_and_results_keep_task_order():
         assert episode.error is None
         assert episode.done
         if not palaestra.make(episode.env_id).oracle_always_wins:
-            continue  # chance can beat the best policy (slippery ice, hangman)
-        reward_floor = 0.5 if "TicTacToe" in episode.env_id else 1.0  # minimax opponent can draw
-        assert episode.total_reward >= reward_floor, episode.env_id
+            continue  # chance can beat the best policy (slippery ice, hangman, a draw)
+        assert episode.total_reward >= 1.0, episode.env_id
         assert episode.messages[1]["content"] == episode.task
 
 

@@ -1,5 +1,5 @@
 """Envs that misbehave on purpose, for the trainer's robustness tests: a non-finite reward on
-even seeds, and a crash on every fourth reset."""
+even seeds, a crash on every fourth reset, and one on every reset."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tests.trainers.letter_env import Lowercase
 
 NAN_REWARD_ID = "test:NaNRewardOnEvenSeeds-v0"
 CRASHING_ID = "test:CrashEveryFourthReset-v0"
+ALWAYS_CRASHING_ID = "test:CrashOnEveryReset-v0"
 
 
 class NaNRewardOnEvenSeeds(Lowercase):
@@ -39,11 +40,19 @@ class CrashEveryFourthReset(Lowercase):
         return super().reset(seed=seed, options=options)
 
 
+class CrashOnEveryReset(Lowercase):
+    """The lowercase env, whose every reset raises."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        raise RuntimeError("the env broke")
+
+
 def register_faulty_envs() -> None:
     """Register both ids unless they already are."""
     for env_id, env_class in (
         (NAN_REWARD_ID, NaNRewardOnEvenSeeds),
         (CRASHING_ID, CrashEveryFourthReset),
+        (ALWAYS_CRASHING_ID, CrashOnEveryReset),
     ):
         try:
             spec(env_id)

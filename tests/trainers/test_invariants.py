@@ -28,10 +28,11 @@ from palaestra.runner import make_tasks  # noqa: E402
 from palaestra.trainers import tiny  # noqa: E402
 from palaestra.trainers.batch import TrainBatch, build_batch  # noqa: E402
 from palaestra.trainers.config import TrainerConfig  # noqa: E402
-from palaestra.trainers.trainer import Trainer  # noqa: E402
+from palaestra.trainers.trainer import EveryEpisodeErrored, Trainer  # noqa: E402
 from palaestra.trainers.update import PolicyUpdater, sequence_logprobs  # noqa: E402
 from tests.trainers.factories import with_tokens  # noqa: E402
 from tests.trainers.faulty_envs import (  # noqa: E402
+    ALWAYS_CRASHING_ID,
     CRASHING_ID,
     NAN_REWARD_ID,
     register_faulty_envs,
@@ -270,3 +271,11 @@ def test_errored_episodes_never_stop_a_run(tmp_path: Path, tokenizer, estimator:
     assert len(history) == 2
     assert [record["errors"] for record in history] == [1.0, 1.0]
     assert all(bool(torch.isfinite(p).all()) for p in trainer.model.parameters())
+
+
+def test_a_step_whose_every_episode_errored_stops_the_run(tmp_path: Path, tokenizer) -> None:
+    config = _faulty_config(tmp_path, ALWAYS_CRASHING_ID, "grpo")
+    trainer = Trainer(config, tiny.tiny_qwen2(len(tokenizer), seed=0), tokenizer)
+    with pytest.raises(EveryEpisodeErrored, match=r"step 1: all 4 episodes errored.*the env broke"):
+        trainer.train()
+    assert not (tmp_path / "final").exists()

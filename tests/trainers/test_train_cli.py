@@ -5,11 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
+import palaestra
 from palaestra.cli import app
+from palaestra.trainers import cli as train_cli
 
 runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """200 columns whatever the terminal (CI sets COLUMNS=80): lines are counted unwrapped."""
+    monkeypatch.setattr(train_cli, "Console", lambda: Console(width=200))
 
 
 def test_train_needs_a_config_or_a_preset() -> None:
@@ -22,39 +31,67 @@ def test_train_rejects_an_unknown_preset() -> None:
     assert result.exit_code == 2 and "unknown preset 'gpu-giant'" in result.output
 
 
-def test_train_reports_an_invalid_config(tmp_path: Path) -> None:
-    path = tmp_path / "run.yaml"
-    path.write_text("stpes: 3\n", encoding="utf-8")
-    result = runner.invoke(app, ["train", str(path)])
-    assert result.exit_code == 2 and "stpes" in result.output
+def test_train_reports_an_invalid_config_in_one_line(tmp_path: Path) -> None:
+    path = _write_config(tmp_path, "stpes: 3\nrollout: {group_size: 0}\n")
+    _fails_in_two_lines(
+        ["train", str(path)],
+        "stpes: unknown key (value 3)",
+        "rollout.group_size: Input should be greater than 0 (value 0)",
+    )
+
+
+def test_train_exits_1_when_every_episode_of_a_step_errored(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="training needs torch (extra 'train')")
+    pytest.importorskip("transformers", reason="training needs transformers (extra 'train')")
+    from tests.trainers.faulty_envs import ALWAYS_CRASHING_ID, register_faulty_envs
+
+    register_faulty_envs()
+    model_dir = _tiny_model_dir(tmp_path)
+    path = _write_config(
+        tmp_path,
+        f"model: {{path: {model_dir}}}\noutput_dir: {tmp_path / 'out'}\n"
+        f"rollout: {{env_id: '{ALWAYS_CRASHING_ID}', group_size: 2, groups_per_step: 1}}\n",
+    )
+    result = runner.invoke(app, ["train", str(path), "-q"])
+    assert result.exit_code == 1, result.output
+    assert "error: step 1: all 2 episodes errored, stopped: " in result.output
+    assert "the env broke" in result.output
+    assert not (tmp_path / "out" / "final").exists()
+
+
+def _tiny_model_dir(tmp_path: Path) -> Path:
+    from palaestra.trainers import tiny
+
+    tokenizer = tiny.train_tokenizer(["Write a few lowercase letters.", "Again."], vocab_size=280)
+    model_dir = tmp_path / "init"
+    tiny.tiny_qwen2(len(tokenizer)).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    return model_dir
 
 
 def test_train_from_a_config_then_resume(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="training needs torch (extra 'train')")
     pytest.importorskip("transformers", reason="training needs transformers (extra 'train')")
-    from palaestra.trainers import tiny
     from palaestra.trainers.config import TrainerConfig
     from palaestra.trainers.metrics_log import read_metrics
     from tests.trainers.letter_env import ENV_ID, register_once
 
     register_once()
-    tokenizer = tiny.train_tokenizer(["Write a few lowercase letters.", "Again."], vocab_size=280)
-    model_dir = tmp_path / "init"
-    tiny.tiny_qwen2(len(tokenizer)).save_pretrained(model_dir)
-    tokenizer.save_pretrained(model_dir)
+    model_dir = _tiny_model_dir(tmp_path)
     config = TrainerConfig(
         steps=2,
         model={"path": str(model_dir)},
         rollout={"env_id": ENV_ID, "group_size": 2, "groups_per_step": 2, "max_new_tokens": 2},
         advantage={"estimator": "grpo"},
     )
+    out = tmp_path / "out"
+    config = config.model_copy(update={"output_dir": str(out)})
     path = tmp_path / "run.yaml"
     config.to_yaml(path)
-    out = tmp_path / "out"
 
-    first = runner.invoke(app, ["train", str(path), "--output-dir", str(out), "-q"])
+    first = runner.invoke(app, ["train", str(path), "-q"])  # output_dir from the config
     assert first.exit_code == 0, first.output
-    assert "done: 2 steps" in first.output
+    assert "done: 2 steps" in first.output and not Path("None").exists()
     resumed = runner.invoke(
         app, ["train", str(path), "--output-dir", str(out), "--steps", "3", "--resume", "-q"]
     )
@@ -63,6 +100,69 @@ def test_train_from_a_config_then_resume(tmp_path: Path) -> None:
     assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1, 2, 3]
     assert (out / "checkpoints" / "step-000003").is_dir()
     assert (out / "final" / "config.json").exists()
+
+
+def _write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _fails_in_two_lines(args: list[str], *messages: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert 1 <= len(lines) <= 2 and lines[0].startswith("error: "), result.output
+    for message in messages:
+        assert message in result.output
+
+
+def test_train_fails_fast_on_an_unknown_env_id(tmp_path: Path) -> None:
+    path = _write_config(tmp_path, "rollout:\n  env_id: math:Arithmetc-v0\n")
+    _fails_in_two_lines(["train", str(path)], "did you mean 'math:Arithmetic-v0'")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_train_fails_fast_on_bad_yaml(tmp_path: Path) -> None:
+    path = _write_config(
+        tmp_path, "steps: 3\nrollout:\n  env_id: game:Wordle-v0\n   group_size: 2\n"
+    )
+    _fails_in_two_lines(["train", str(path)], "not valid YAML", "line 4")
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ("./models/nowhere", "model.path './models/nowhere' does not exist"),
+        ("", "model.path is not set"),
+    ],
+)
+def test_train_fails_fast_on_a_missing_model(tmp_path: Path, model: str, message: str) -> None:
+    text = f"model:\n  path: {model}\n" if model else ""
+    _fails_in_two_lines(["train", str(_write_config(tmp_path, text))], message)
+
+
+def test_train_fails_fast_without_a_checkpoint_to_resume(tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    path = _write_config(tmp_path, f"model:\n  path: {model_dir}\noutput_dir: {tmp_path / 'o'}\n")
+    _fails_in_two_lines(["train", str(path), "--resume"], "no checkpoint under")
+
+
+def test_train_fails_fast_on_a_missing_extra(tmp_path: Path) -> None:
+    from palaestra.core import deregister
+    from palaestra.testing.echo import EchoEnv
+
+    class NeedsExtra(EchoEnv):
+        def __init__(self):
+            raise ImportError("needs foo: pip install 'palaestra[foo]'")
+
+    palaestra.register("test:NeedsExtra-v0", NeedsExtra)
+    try:
+        path = _write_config(tmp_path, "rollout:\n  env_id: test:NeedsExtra-v0\n")
+        _fails_in_two_lines(["train", str(path)], "pip install 'palaestra[foo]'")
+    finally:
+        deregister("test:NeedsExtra-v0")
 
 
 @pytest.mark.slow
@@ -79,3 +179,11 @@ def test_cpu_demo_preset_writes_metrics_plot_and_a_rerunnable_config(tmp_path: P
         assert (out / name).exists(), name
     pytest.importorskip("matplotlib", reason="the PNG plot needs matplotlib")
     assert (out / "reward_curve.png").stat().st_size > 0
+
+
+def test_train_without_the_train_extra_names_it(tmp_path: Path, monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "palaestra.trainers.trainer", None)  # as if torch were missing
+    path = _write_config(tmp_path, "steps: 1\n")
+    _fails_in_two_lines(["train", str(path)], "pip install 'palaestra[train]'")

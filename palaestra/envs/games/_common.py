@@ -21,3 +21,13 @@ def parse_move(action: str, max_bare_length: int = MAX_BARE_MOVE_LENGTH) -> str 
     if 0 < len(bare) <= max_bare_length:
         return bare
     return None
+
+
+def left(count: int, unit: str) -> str:
+    """``"3 moves left."``, ``"1 move left."``: the turn budget every game shows each turn.
+
+    >>> left(1, "guess")
+    '1 guess left.'
+    """
+    plural = unit if count == 1 else unit + ("es" if unit.endswith(("s", "ch")) else "s")
+    return f"{count} {plural} left."

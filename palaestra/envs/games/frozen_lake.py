@@ -9,7 +9,7 @@ import numpy as np
 
 from palaestra.core.env import Policy, ResetResult, StepResult
 from palaestra.envs.base import TurnBasedEnv, difficulty_preset
-from palaestra.envs.games._common import parse_move
+from palaestra.envs.games._common import left, parse_move
 
 PRESETS: dict[str, dict[str, Any]] = {
     "easy": {"size": 4, "holes": 0.15},
@@ -33,7 +33,11 @@ Cell = tuple[int, int]
 
 
 class FrozenLake(TurnBasedEnv):
-    """A ``size`` x ``size`` lake generated from the seed (a path from S to G always exists).
+    """A ``size`` x ``size`` lake generated from the seed, with the start (S) and the goal
+    (G) at cells the seed picks, at least ``size - 1`` steps apart; a path from S to G
+    always exists. (With S and G always in opposite corners, alternating down and right
+    without looking won 51% of easy and 16% of medium episodes, against 6% and 0% for
+    random moves.)
 
     Reward: 1 on reaching G; 0 on every other step, and the episode ends in a hole (H).
     With ``slippery=True`` a move goes the intended way with probability 1/3 and to either
@@ -71,6 +75,8 @@ class FrozenLake(TurnBasedEnv):
         self.shaping = shaping
         self.reward_range = (0.0, 1.0 + shaping)
         self.holes: frozenset[Cell] = frozenset()
+        self.start_cell: Cell = (0, 0)
+        self.goal: Cell = (self.size - 1, self.size - 1)
         self.position: Cell = (0, 0)
         self._distance: dict[Cell, int] = {}
 
@@ -78,31 +84,37 @@ class FrozenLake(TurnBasedEnv):
     def oracle_always_wins(self) -> bool:  # type: ignore[override]
         return not self.slippery
 
-    @property
-    def goal(self) -> Cell:
-        return (self.size - 1, self.size - 1)
-
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> ResetResult:
         super().reset(seed=seed)
-        while True:
-            mask = self.np_random.random((self.size, self.size)) < self.hole_share
-            mask[0, 0] = mask[self.goal] = False
-            self.holes = frozenset(zip(*np.nonzero(mask), strict=True))
-            self.holes = frozenset((int(r), int(c)) for r, c in self.holes)
-            self._distance = self._distances_to_goal()
-            if (0, 0) in self._distance:
-                break
-        self.position = (0, 0)
+        self._draw_lake()
+        self.position = self.start_cell
         self.start()
         slip = " The ice is slippery: a move may slide you to either side." if self.slippery else ""
         task = (
-            f"Walk from S (top left) to G (bottom right) without stepping into a hole (H), in "
-            f"at most {self.max_turns} moves.{slip} Give each move inside \\boxed{{}}: left, "
-            f"right, up or down.\n{self.render_grid()}"
+            f"Walk from the start S to the goal G without stepping into a hole (H), in at most "
+            f"{self.max_turns} moves. P marks where you stand (on S at first); . is firm ice."
+            f"{slip} Give each move inside \\boxed{{}}: left, right, up or down.\n"
+            f"{self.render_grid()}"
         )
         return task, {"role": "user"}
+
+    def _draw_lake(self) -> None:
+        """Holes, start and goal from ``np_random``: redrawn until the goal is reachable and
+        at least ``size - 1`` steps from the start."""
+        cells = self.size * self.size
+        while True:
+            start, goal = (
+                divmod(int(i), self.size) for i in self.np_random.choice(cells, 2, replace=False)
+            )
+            mask = self.np_random.random((self.size, self.size)) < self.hole_share
+            mask[start] = mask[goal] = False
+            self.holes = frozenset((int(r), int(c)) for r, c in zip(*np.nonzero(mask), strict=True))
+            self.start_cell, self.goal = start, goal
+            self._distance = self._distances_to_goal()
+            if self._distance.get(start, 0) >= self.size - 1:
+                return
 
     def _distances_to_goal(self) -> dict[Cell, int]:
         distance = {self.goal: 0}
@@ -137,14 +149,15 @@ class FrozenLake(TurnBasedEnv):
                     else "G"
                     if cell == self.goal
                     else "S"
-                    if cell == (0, 0)
+                    if cell == self.start_cell
                     else "."
                 )
             rows.append(row)
         return "\n".join(rows)
 
     def _potential(self, cell: Cell) -> float:
-        return -self._distance.get(cell, self._distance[(0, 0)]) / max(self._distance[(0, 0)], 1)
+        start = self._distance[self.start_cell]
+        return -self._distance.get(cell, start) / max(start, 1)
 
     def play(self, action: str) -> StepResult:
         move = parse_move(action)
@@ -175,7 +188,9 @@ class FrozenLake(TurnBasedEnv):
             )
         if self.turns_left() == 0:
             return self.finish(f"{feedback} No moves left.\n{self.render_grid()}", gain, False)
-        return self.proceed(f"{feedback}\n{self.render_grid()}", gain)
+        return self.proceed(
+            f"{feedback} {left(self.turns_left(), 'move')}\n{self.render_grid()}", gain
+        )
 
     def oracle(self) -> Policy:
         """Shortest path on firm ice; when slippery, the move that maximises the chance of
@@ -222,10 +237,14 @@ class FrozenLake(TurnBasedEnv):
                 new[cell] = outcomes[choice[cell]]
             plan.append(choice)
             value = new
-        return plan, value[(0, 0)]
+        return plan, value[self.start_cell]
 
     def random_action(self, rng: np.random.Generator) -> str:
-        return "\\boxed{" + list(MOVES)[int(rng.integers(4))] + "}"
+        """A random move that does not walk into a hole the map shows (any move when every
+        one does)."""
+        safe = [m for m in MOVES if self._slide(self.position, m) not in self.holes]
+        moves = safe or list(MOVES)
+        return "\\boxed{" + moves[int(rng.integers(len(moves)))] + "}"
 
     def render_text(self) -> str:
         return f"turn {self.turn}/{self.max_turns}\n{self.render_grid()}"

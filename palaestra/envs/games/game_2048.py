@@ -11,7 +11,7 @@ import numpy as np
 
 from palaestra.core.env import Policy, ResetResult, StepResult
 from palaestra.envs.base import TurnBasedEnv, difficulty_preset
-from palaestra.envs.games._common import parse_move
+from palaestra.envs.games._common import left, parse_move
 
 PRESETS: dict[str, dict[str, int]] = {
     "easy": {"target": 128},
@@ -72,6 +72,34 @@ def slide(board: Board, direction: str) -> tuple[Board, int]:
     return tuple(cells), total
 
 
+def turned(board: Board, quarter_turns: int) -> Board:
+    """The board turned clockwise by ``quarter_turns`` (cell (r, c) goes to (c, 3 - r))."""
+    for _ in range(quarter_turns % 4):
+        board = tuple(board[4 * (3 - c) + r] for r in range(4) for c in range(4))
+    return board
+
+
+def _physical_moves() -> tuple[dict[str, str], ...]:
+    """For each quarter turn of the shown board, the move on the real board that each move
+    on the shown board makes (found by sliding a lopsided board both ways)."""
+    probe: Board = (2, 0, 0, 4, 0, 8, 0, 0, 16, 0, 0, 32, 0, 0, 64, 128)
+    return tuple(
+        {
+            shown: next(
+                real
+                for real in MOVES
+                if turned(slide(probe, real)[0], k) == slide(turned(probe, k), shown)[0]
+            )
+            for shown in MOVES
+        }
+        for k in range(4)
+    )
+
+
+PHYSICAL_MOVES = _physical_moves()
+"""``PHYSICAL_MOVES[k][move]``: the real move of ``move`` on a board shown turned by ``k``."""
+
+
 def heuristic(board: Board) -> float:
     """Empty cells, monotone rows and columns and a large corner tile score a position."""
     empty = board.count(0)
@@ -97,9 +125,15 @@ class Game2048(TurnBasedEnv):
     potential-based per-turn reward for raising the largest tile (in log2, from the
     episode's first to the target), which sums to ``shaping`` over any win. The oracle is a
     one-ply expectimax over the new tile with a corner-and-monotonicity heuristic; new tiles
-    are chance, so ``oracle_always_wins`` is False: on 40-60 seeds it won 100% of easy,
-    97% of medium and 65% of hard episodes (random moves: 53%, 17%, 0%), the losses ending
-    with a locked board.
+    are chance, so ``oracle_always_wins`` is False.
+
+    ``spin=True`` (the default) shows the board turned by a random quarter turn after every
+    move, and moves name directions on the board as shown. In classic 2048 (``spin=False``)
+    a fixed cycle that never looks at the board (down, left, down, right) wins 94% of easy
+    and 75% of medium episodes, far above random moves (54%, 10%) and close to the oracle;
+    with the spin a fixed cycle moves the real board in random directions, so it plays like
+    random moves, while a player who reads the board loses nothing (the oracle wins 100% /
+    97% / 65% of easy / medium / hard episodes on 60 seeds either way).
     """
 
     threaded_step = False
@@ -113,9 +147,13 @@ class Game2048(TurnBasedEnv):
         target: int | None = None,
         max_turns: int | None = None,
         shaping: float = 0.0,
+        spin: bool = True,
         render_mode: str | None = None,
     ):
         super().__init__(render_mode=render_mode)
+        self.spin = spin
+        self.quarter_turns = 0
+        """How far the shown board is turned from the real one (always 0 without spin)."""
         self.target = difficulty_preset(PRESETS, difficulty)["target"] if target is None else target
         if self.target < 8 or self.target & (self.target - 1):
             raise ValueError(f"target must be a power of two >= 8, got {self.target}")
@@ -136,14 +174,25 @@ class Game2048(TurnBasedEnv):
         self._spawn()
         self._spawn()
         self._start_max = max(self.board)
+        self._turn_board()
         self.start()
+        spin = (
+            " After every move the board is shown turned by a random quarter turn; up, down, "
+            "left and right always mean the board as you see it now."
+            if self.spin
+            else ""
+        )
         task = (
             f"Play 2048 on a 4x4 board: each move slides every tile up, down, left or right, "
             f"and two equal tiles that meet merge into their sum. Make a {self.target} tile in "
-            f"at most {self.max_turns} moves. Give one move per turn inside \\boxed{{}}.\n"
-            + self.render_board()
+            f"at most {self.max_turns} moves.{spin} Give one move per turn inside "
+            f"\\boxed{{}}.\n{self.render_board()}"
         )
         return task, {"role": "user"}
+
+    def _turn_board(self) -> None:
+        """Pick how the board is shown next (a random quarter turn when spinning)."""
+        self.quarter_turns = int(self.np_random.integers(4)) if self.spin else 0
 
     def _spawn(self) -> None:
         empty = [i for i, v in enumerate(self.board) if not v]
@@ -155,7 +204,9 @@ class Game2048(TurnBasedEnv):
             self.board = tuple(cells)
 
     def render_board(self) -> str:
-        rows = [" ".join(f"{v or '.':>4}" for v in self.board[4 * r : 4 * r + 4]) for r in range(4)]
+        """The board as shown (turned when spinning) and the score."""
+        shown = turned(self.board, self.quarter_turns)
+        rows = [" ".join(f"{v or '.':>4}" for v in shown[4 * r : 4 * r + 4]) for r in range(4)]
         return "\n".join(rows) + f"\nscore {self.score}"
 
     def _potential(self) -> float:
@@ -169,13 +220,16 @@ class Game2048(TurnBasedEnv):
         if move not in MOVES:
             feedback = "I could not read a move: give up, down, left or right inside \\boxed{}."
         else:
-            board, points = slide(self.board, move)
+            board, points = slide(self.board, PHYSICAL_MOVES[self.quarter_turns][move])
             if board == self.board:
                 feedback = f"Moving {move} changes nothing."
             else:
                 self.board, self.score = board, self.score + points
                 self._spawn()
                 feedback = f"Moved {move}."
+        self._turn_board()
+        if self.spin:
+            feedback += " The board turned."
         gain = self.shaping * (self._potential() - before) if self.shaping else 0.0
         if max(self.board) >= self.target:
             return self.finish(
@@ -198,7 +252,9 @@ class Game2048(TurnBasedEnv):
                 False,
                 score=float(self.score),
             )
-        return self.proceed(f"{feedback}\n{self.render_board()}", gain)
+        return self.proceed(
+            f"{feedback} {left(self.turns_left(), 'move')}\n{self.render_board()}", gain
+        )
 
     def oracle(self) -> Policy:
         """One-ply expectimax: the move whose expected heuristic after the new tile is best."""
@@ -216,7 +272,8 @@ class Game2048(TurnBasedEnv):
             return total / len(empty)
 
         def policy(observation: str) -> str:
-            options = [(m, slide(self.board, m)[0]) for m in MOVES]
+            as_shown = PHYSICAL_MOVES[self.quarter_turns]
+            options = [(m, slide(self.board, as_shown[m])[0]) for m in MOVES]
             options = [(m, b) for m, b in options if b != self.board] or options
             best = max(options, key=lambda option: value(option[1]))[0]
             return "\\boxed{" + best + "}"

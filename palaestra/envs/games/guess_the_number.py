@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -142,14 +143,12 @@ class GuessTheNumber(TurnBasedEnv):
         return f"range {self.min_number}..{self.max_number}, turn {self.turn}/{self.max_turns}, guesses: {guesses}"
 
 
+_INTEGER = re.compile(r"[+-]?(?:[0-9]{1,18}|[0-9]{1,3}(?:,[0-9]{3}){1,5})")
+"""One integer, commas only as thousands separators (``1,000``): ``1,2,3,4,5`` is a list
+of guesses, not the number 12345, and is refused."""
+
+
 def _parse_int(move: str | None) -> int | None:
-    if move is None:
+    if move is None or not _INTEGER.fullmatch(text := move.strip()):
         return None
-    text = move.strip().replace(",", "")
-    if text.startswith(("+", "-")):
-        sign, digits = text[0], text[1:]
-    else:
-        sign, digits = "", text
-    if not digits.isascii() or not digits.isdigit() or len(digits) > 18:
-        return None
-    return int(sign + digits)
+    return int(text.replace(",", ""))

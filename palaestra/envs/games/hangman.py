@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import string
 from collections import Counter
 from typing import Any
@@ -24,13 +25,21 @@ SYSTEM_PROMPT = (
 )
 
 
+@functools.cache
+def letter_weights(words: tuple[str, ...]) -> dict[str, float]:
+    """How often each letter occurs in ``words`` (at least once, so none is impossible)."""
+    counts = Counter("".join(words))
+    return {ch: float(counts[ch] + 1) for ch in string.ascii_lowercase}
+
+
 class Hangman(TurnBasedEnv):
     """Guess a five-letter English word (wordle's answer list; ``hard``: every accepted
     word) letter by letter, or all at once.
 
-    A wrong letter or a wrong word costs a life; the episode ends when the word is complete
-    (reward 1) or the ``lives`` run out (0). A repeated or malformed guess costs a turn but
-    no life, and the turn limit (``max_turns``, default ``lives`` + 26) bounds the episode.
+    A wrong letter, a wrong word or a letter guessed before costs a life; the episode ends
+    when the word is complete (reward 1) or the ``lives`` run out (0). A malformed guess
+    costs a turn but no life, and the turn limit (``max_turns``, default ``lives`` + 26)
+    bounds the episode; every observation shows the lives and turns left.
     ``shaping > 0`` adds a potential-based per-turn reward: ``shaping`` times the change in
     the share of the word's letters revealed, which sums to ``shaping`` over any win. The
     oracle guesses the letter found in the most words that still fit what it has seen. No
@@ -80,7 +89,10 @@ class Hangman(TurnBasedEnv):
     def render_word(self) -> str:
         pattern = " ".join(ch if ch in self.guessed else "_" for ch in self.secret)
         wrong = ", ".join(sorted(self.guessed - set(self.secret))) or "none"
-        return f"Word: {pattern}   Wrong letters: {wrong}   Lives left: {self.lives - self.misses}"
+        return (
+            f"Word: {pattern}   Wrong letters: {wrong}   Lives left: {self.lives - self.misses}"
+            f"   Turns left: {self.turns_left()}"
+        )
 
     def _shown(self) -> float:
         return sum(ch in self.guessed for ch in self.secret) / len(self.secret)
@@ -90,7 +102,8 @@ class Hangman(TurnBasedEnv):
         before = self._shown()
         if len(move) == 1 and move in string.ascii_lowercase:
             if move in self.guessed:
-                feedback = f"You already guessed {move}."
+                self.misses += 1
+                feedback = f"You already guessed {move}: that costs a life."
             else:
                 self.guessed.add(move)
                 hit = move in self.secret
@@ -145,7 +158,12 @@ class Hangman(TurnBasedEnv):
         return policy
 
     def random_action(self, rng: np.random.Generator) -> str:
-        return "\\boxed{" + string.ascii_lowercase[int(rng.integers(26))] + "}"
+        """A letter not guessed yet, drawn as often as it occurs in the word list (a player
+        who knows which letters are common, but does not look at the word)."""
+        weights = letter_weights(self.words)
+        fresh = [ch for ch in string.ascii_lowercase if ch not in self.guessed] or ["e"]
+        p = np.array([weights[ch] for ch in fresh])
+        return "\\boxed{" + fresh[int(rng.choice(len(fresh), p=p / p.sum()))] + "}"
 
     def render_text(self) -> str:
         return f"turn {self.turn}/{self.max_turns}  {self.render_word()}"

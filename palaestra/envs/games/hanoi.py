@@ -10,7 +10,7 @@ import numpy as np
 
 from palaestra.core.env import Policy, ResetResult, StepResult
 from palaestra.envs.base import TurnBasedEnv, difficulty_preset
-from palaestra.envs.games._common import parse_move
+from palaestra.envs.games._common import left, parse_move
 
 PEGS = "ABC"
 _PEG_INDEX = {peg: index for index, peg in enumerate(PEGS)}
@@ -137,7 +137,9 @@ class TowerOfHanoi(TurnBasedEnv):
             )
         if self.turns_left() == 0:
             return self.finish(f"{feedback} No moves left.\n{self.render_pegs()}", gain, False)
-        return self.proceed(f"{feedback}\n{self.render_pegs()}", gain)
+        return self.proceed(
+            f"{feedback} {left(self.turns_left(), 'move')}\n{self.render_pegs()}", gain
+        )
 
     def _move(self, source: int, target: int) -> str:
         if source == target:

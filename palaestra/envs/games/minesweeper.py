@@ -11,7 +11,7 @@ import numpy as np
 
 from palaestra.core.env import Policy, ResetResult, StepResult
 from palaestra.envs.base import TurnBasedEnv, difficulty_preset
-from palaestra.envs.games._common import parse_move
+from palaestra.envs.games._common import left, parse_move
 
 PRESETS: dict[str, dict[str, int]] = {
     "easy": {"rows": 5, "cols": 5, "mines": 3},
@@ -257,7 +257,9 @@ class Minesweeper(TurnBasedEnv):
             return self.finish(f"Cleared!\n{self.render_board()}", 1.0 + gain, True)
         if self.turns_left() == 0:
             return self.finish(f"{feedback} No moves left.\n{self.render_board()}", gain, False)
-        return self.proceed(f"{feedback}\n{self.render_board()}", gain)
+        return self.proceed(
+            f"{feedback} {left(self.turns_left(), 'move')}\n{self.render_board()}", gain
+        )
 
     def _flag(self, cell: Cell, on: bool) -> str:
         if cell in self.revealed:

@@ -9,7 +9,7 @@ import numpy as np
 
 from palaestra.core.env import Policy, ResetResult, StepResult
 from palaestra.envs.base import TurnBasedEnv, difficulty_preset
-from palaestra.envs.games._common import parse_move
+from palaestra.envs.games._common import left, parse_move
 
 PRESETS: dict[str, dict[str, int]] = {
     "easy": {"size": 5, "boxes": 1, "walls": 2, "pulls": 40, "min_moves": 5},
@@ -239,7 +239,9 @@ class Sokoban(TurnBasedEnv):
             )
         if self.turns_left() == 0:
             return self.finish(f"{feedback} No moves left.\n{self.render_room()}", gain, False)
-        return self.proceed(f"{feedback}\n{self.render_room()}", gain)
+        return self.proceed(
+            f"{feedback} {left(self.turns_left(), 'move')}\n{self.render_room()}", gain
+        )
 
     def oracle(self) -> Policy:
         """The next move of a shortest solution from the current position (searched again

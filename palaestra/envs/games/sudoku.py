@@ -10,7 +10,7 @@ import numpy as np
 
 from palaestra.core.env import Policy, ResetResult, StepResult
 from palaestra.envs.base import TurnBasedEnv, difficulty_preset
-from palaestra.envs.games._common import parse_move
+from palaestra.envs.games._common import left, parse_move
 
 PRESETS: dict[str, dict[str, int]] = {
     "easy": {"clues": 44},
@@ -198,7 +198,9 @@ class Sudoku(TurnBasedEnv):
             return self.finish(f"Solved!\n{self.render_grid()}", 1.0 + gain, True)
         if self.turns_left() == 0:
             return self.finish(f"{feedback} No moves left.\n{self.render_grid()}", gain, False)
-        return self.proceed(f"{feedback}\n{self.render_grid()}", gain)
+        return self.proceed(
+            f"{feedback} {left(self.turns_left(), 'move')}\n{self.render_grid()}", gain
+        )
 
     def _write(self, row: int, col: int, digit: int) -> str:
         index = 9 * (row - 1) + (col - 1)

@@ -1,4 +1,5 @@
-"""Tic-tac-toe against a minimax opponent that blunders with a set probability."""
+"""Tic-tac-toe against a minimax opponent that never misses a win or a block, and blunders
+with a set probability otherwise."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from palaestra.core.env import Policy, ResetResult, StepResult
 from palaestra.envs.base import TurnBasedEnv, difficulty_preset
-from palaestra.envs.games._common import parse_move
+from palaestra.envs.games._common import left, parse_move
 
 Board = tuple[str, ...]  # 9 cells, each "X", "O" or " "; cell i is square i + 1
 
@@ -17,7 +18,7 @@ LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4
 
 PRESETS: dict[str, dict[str, float]] = {
     "easy": {"blunder_prob": 0.6},
-    "medium": {"blunder_prob": 0.25},
+    "medium": {"blunder_prob": 0.3},
     "hard": {"blunder_prob": 0.0},
 }
 
@@ -74,6 +75,17 @@ def best_moves(board: Board, to_move: str) -> list[int]:
     return [move for move, score in scores.items() if score == top]
 
 
+def forced_moves(board: Board, mark: str) -> list[int]:
+    """The moves that win at once for ``mark``, else those that stop the other player from
+    winning at once (empty when neither exists)."""
+    other = "O" if mark == "X" else "X"
+    for player in (mark, other):
+        moves = [m for m in legal_moves(board) if winner(_play(board, m, player)) == player]
+        if moves:
+            return moves
+    return []
+
+
 def _play(board: Board, move: int, mark: str) -> Board:
     return (*board[:move], mark, *board[move + 1 :])
 
@@ -88,14 +100,24 @@ def render_board(board: Board) -> str:
 class TicTacToe(TurnBasedEnv):
     """Tic-tac-toe against a minimax opponent that sometimes blunders into a random move.
 
-    The opponent plays a random legal move with probability ``blunder_prob``. The agent plays X (moves first) or, with ``agent_first=False``, O. Reward at the end of
+    The opponent always takes a win in one move and blocks the agent's; otherwise it plays
+    a random legal move with probability ``blunder_prob`` (easy 0.6, medium 0.3, hard 0)
+    and a minimax move else. (An opponent that also missed those let a player who never
+    looked at the board, taking squares 1, 2, 3, ... in turn, win 54% of easy games against
+    30% for random moves; one that blundered more often lost to a fixed corners-first
+    order.) The oracle wins 47% / 20% / 0% of easy / medium / hard games (300 seeds) and
+    never loses. The agent plays X (moves first) or, with ``agent_first=False``, O.
+    Reward at the end of
     the game: win 1, draw 0.5, loss 0; illegal or unreadable moves get 0, change nothing and
     count toward ``max_turns`` (running out of turns is a loss). ``info["success"]`` is True
-    when the agent did not lose: against the perfect opponent (``hard``) a draw is the best
-    achievable result.
+    for a win only: a draw earns 0.5 but is not a success. Against the perfect opponent
+    (``hard``) a draw is the best anyone can do, so no policy succeeds there and
+    ``oracle_always_wins`` is False (the oracle never loses, and wins whenever the opponent
+    blunders into a lost position).
     """
 
     threaded_step = False
+    oracle_always_wins = False
 
     system_prompt = SYSTEM_PROMPT
 
@@ -160,7 +182,10 @@ class TicTacToe(TurnBasedEnv):
         return self._continue(f"{text}\n\nYour move.")
 
     def _opponent_move(self) -> int:
-        if self.np_random.random() < self.blunder_prob:
+        forced = forced_moves(self._board, self.opponent_mark)
+        if forced:
+            options = forced
+        elif self.np_random.random() < self.blunder_prob:
             options = legal_moves(self._board)
         else:
             options = best_moves(self._board, self.opponent_mark)
@@ -175,15 +200,15 @@ class TicTacToe(TurnBasedEnv):
 
     def _end(self, text: str, outcome: str) -> StepResult:
         observation = f"{text}\n\n{OUTCOME_TEXT[outcome]}"
-        success = outcome in ("win", "draw")
-        result = self.finish(observation, REWARD[outcome], success, win=float(outcome == "win"))
+        won = outcome == "win"
+        result = self.finish(observation, REWARD[outcome], won, win=float(won))
         result[4]["outcome"] = outcome
         return result
 
     def _continue(self, observation: str) -> StepResult:
         if self.turns_left() <= 0:
             return self._end(observation, "out_of_turns")
-        return self.proceed(observation)
+        return self.proceed(f"{observation}\n{left(self.turns_left(), 'turn')}")
 
     def oracle(self) -> Policy:
         """Perfect play: a minimax-optimal move that wins fastest (never loses)."""

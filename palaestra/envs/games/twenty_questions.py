@@ -35,6 +35,7 @@ MAX_BARE_QUESTION = 120
 """The longest question read without ``\\boxed{}`` (typed in ``palaestra play``)."""
 _GUESS = re.compile(r"^\s*(?:guess\s*[:=]?|is it (?:a |an |the )?)\s*(.+?)\s*\??\s*$", re.I)
 _WORDS = re.compile(r"[^a-z0-9]+")
+_ARTICLE = re.compile(r"^(?:a|an|the|some) ")
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,35 @@ class KnowledgeBase:
 
 def _key(text: str) -> str:
     return _WORDS.sub(" ", text.lower()).strip()
+
+
+def name_forms(name: str) -> set[str]:
+    """The ways a guess may name an entity: as listed, in the plural, or without a final
+    s (``pencil``, ``pencils``; ``peas``, ``pea``; ``knife``, ``knives``).
+
+    >>> sorted(name_forms("strawberry"))
+    ['strawberries', 'strawberry', 'strawberrys']
+    """
+    *head, last = _key(name).split(" ")
+    lasts = {last, last + "s"}
+    if last.endswith(("s", "x", "z", "ch", "sh")):
+        lasts |= {last + "es", last[:-1]} if last.endswith("s") and len(last) > 3 else {last + "es"}
+    if last.endswith("y") and last[-2:-1] not in "aeiou":
+        lasts.add(last[:-1] + "ies")
+    if last.endswith(("f", "fe")):
+        lasts.add(last.rsplit("f", 1)[0] + "ves")
+    return {" ".join([*head, form]) for form in lasts}
+
+
+def _names_by_form(entities: list[str]) -> dict[str, str]:
+    """Every form of every entity's name -> the entity (a form two entities share is left
+    out, the exact names win)."""
+    owners: dict[str, set[str]] = {}
+    for entity in entities:
+        for form in name_forms(entity):
+            owners.setdefault(form, set()).add(entity)
+    forms = {form: next(iter(names)) for form, names in owners.items() if len(names) == 1}
+    return forms | {_key(entity): entity for entity in entities}
 
 
 @functools.cache
@@ -130,10 +160,12 @@ class TwentyQuestions(TurnBasedEnv):
     """Find the secret entity of the knowledge base by yes / no questions, then guess it.
 
     Each turn asks one listed question (by text or number; the judge answers yes, no or "I
-    don't know") or guesses. A correct guess wins (reward 1); a wrong guess, an unreadable
-    move or a question the judge does not know costs a turn. Easy: the secret's broad group
-    is told with its members listed, 20 turns; medium: every entity listed, 20 turns; hard:
-    none listed, 14 turns. ``shaping > 0`` adds a
+    don't know") or makes the one guess (singular or plural, with or without an article).
+    A correct guess wins (reward 1), a wrong one ends the episode (0): naming the listed
+    candidates one by one without asking won 8 of 30 easy episodes when a wrong guess only
+    cost a turn. An unreadable move or a question the judge does not know costs a turn.
+    Easy: the secret's broad group is told with its members listed, 20 turns; medium: every
+    entity listed, 20 turns; hard: none listed, 14 turns. ``shaping > 0`` adds a
     potential-based per-turn reward: ``shaping`` times the change in ``1 - log(candidates) /
     log(all)`` (the candidates are the entities consistent with the answers so far), which
     sums to ``shaping`` over any win. The oracle asks the question whose largest answer group
@@ -162,9 +194,10 @@ class TwentyQuestions(TurnBasedEnv):
         self.kb = knowledge_base()
         self.keys = list(self.kb.questions)
         self._by_text = {_key(q): k for k, q in self.kb.questions.items()}
-        self._by_name = {_key(name): name for name in self.kb.entities}
+        self._by_name = _names_by_form(self.kb.entities)
         self.secret = ""
         self.candidates: list[str] = []
+        self._listed: list[str] = []
         self.asked: set[str] = set()
 
     def reset(
@@ -177,6 +210,7 @@ class TwentyQuestions(TurnBasedEnv):
         self.candidates = [
             e for e in entities if not self.hint or CATEGORY_HINTS[self.kb.categories[e]] == group
         ]
+        self._listed = list(self.candidates)
         self.asked = set()
         self.start()
         menu = "\n".join(f"{i}. {self.kb.questions[k]}" for i, k in enumerate(self.keys, 1))
@@ -185,9 +219,8 @@ class TwentyQuestions(TurnBasedEnv):
         task = (
             f"I am thinking of a thing.{hint} Find it in at most {self.max_turns} turns. Each "
             "turn, ask one of these questions inside \\boxed{} (its text or its number); I "
-            "answer yes, no or I don't know. When you know, guess: \\boxed{guess: penguin}.\n"
-            + menu
-            + listed
+            "answer yes, no or I don't know. You have one guess, and a wrong one ends the "
+            "game; when you know, guess: \\boxed{guess: penguin}.\n" + menu + listed
         )
         return task, {"role": "user"}
 
@@ -204,10 +237,10 @@ class TwentyQuestions(TurnBasedEnv):
             )
         if text in self._by_text:
             return "ask", self._by_text[text]
-        if text in self._by_name:
-            return "guess", text
+        if _ARTICLE.sub("", text) in self._by_name:
+            return "guess", _ARTICLE.sub("", text)
         guess = _GUESS.match(move or "")
-        named = _key(guess.group(1)) if guess else ""
+        named = _ARTICLE.sub("", _key(guess.group(1))) if guess else ""
         if named and (move.lower().lstrip().startswith("guess") or named in self._by_name):
             return "guess", named
         return "invalid", (
@@ -234,8 +267,7 @@ class TwentyQuestions(TurnBasedEnv):
             self.candidates = [self.secret]
             return self.finish(f"Yes! It is {self.secret}.", 1.0 + self._potential() - before, True)
         else:
-            self.candidates = [c for c in self.candidates if _key(c) != value]
-            feedback = f"No, it is not {value}."
+            return self.finish(f"No, it is not {value}: it was {self.secret}.", 0.0, False)
         gain = self._potential() - before
         if self.turns_left() == 0:
             return self.finish(f"{feedback} No turns left; it was {self.secret}.", gain, False)
@@ -254,7 +286,12 @@ class TwentyQuestions(TurnBasedEnv):
         return policy
 
     def random_action(self, rng: np.random.Generator) -> str:
-        return "\\boxed{" + str(int(rng.integers(1, len(self.keys) + 1))) + "}"
+        """A random listed question, and on the last turn a guess of a random entity (of
+        those listed at the start, or of all on hard), never looking at the answers."""
+        if self.turns_left() > 1:
+            return "\\boxed{" + str(int(rng.integers(1, len(self.keys) + 1))) + "}"
+        names = self._listed if self.listed else self.kb.entities
+        return "\\boxed{guess: " + names[int(rng.integers(len(names)))] + "}"
 
     def render_text(self) -> str:
         return (

@@ -10,7 +10,7 @@ import numpy as np
 
 from palaestra.core.env import Policy, ResetResult, StepResult
 from palaestra.envs.base import TurnBasedEnv, difficulty_preset
-from palaestra.envs.games._common import parse_move
+from palaestra.envs.games._common import left, parse_move
 from palaestra.envs.games.wordle import word_list
 
 PRESETS: dict[str, dict[str, int]] = {
@@ -140,7 +140,9 @@ class WordLadder(TurnBasedEnv):
         if self.turns_left() == 0:
             return self.finish(f"{feedback} No moves left.", gain, False)
         return self.proceed(
-            f"{feedback} Current word: {self.current.upper()}, target {self.target.upper()}.", gain
+            f"{feedback} Current word: {self.current.upper()}, target {self.target.upper()}; "
+            f"{left(self.turns_left(), 'move')}",
+            gain,
         )
 
     def oracle(self) -> Policy:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from palaestra.envs.games.game_2048 import Game2048, slide, slide_row
+from palaestra.envs.games.game_2048 import PHYSICAL_MOVES, Game2048, slide, slide_row, turned
 from palaestra.testing import play
 
 
@@ -46,7 +46,7 @@ def test_oracle_win_rate_over_100_seeds(difficulty, floor):
 
 
 def test_moves_that_change_nothing_and_garbage_cost_a_turn():
-    env = Game2048(target=64, max_turns=3)
+    env = Game2048(target=64, max_turns=3, spin=False)
     env.reset(seed=0)
     env.board = (2, 4, 8, 16) + (0,) * 12
     observation, reward, terminated, *_ = env.step("\\boxed{up}")
@@ -64,3 +64,27 @@ def test_shaping_sums_to_its_weight_over_any_win():
         transcript = play(env, seed)
         if transcript[-1][5]:
             assert sum(step[2] for step in transcript[1:]) == pytest.approx(1.5)
+
+
+def test_moves_name_directions_on_the_board_as_shown():
+    env = Game2048(target=2048)
+    env.reset(seed=1)
+    turns_seen = set()
+    for _ in range(12):
+        shown, quarter_turns = turned(env.board, env.quarter_turns), env.quarter_turns
+        turns_seen.add(quarter_turns)
+        assert env.render_board().split("\n")[0].split() == [str(v or ".") for v in shown[:4]]
+        before = env.board
+        env.step("\\boxed{left}")
+        moved = slide(before, PHYSICAL_MOVES[quarter_turns]["left"])[0]
+        assert turned(moved, quarter_turns) == slide(shown, "left")[0]  # left on the shown board
+        assert all(x == y or x == 0 for x, y in zip(moved, env.board, strict=True))  # + a new tile
+    assert len(turns_seen) > 1  # the board spins
+
+
+def test_without_spin_the_board_never_turns():
+    env = Game2048(spin=False)
+    env.reset(seed=0)
+    for move in ["up", "left", "down", "right"] * 3:
+        env.step(f"\\boxed{{{move}}}")
+        assert env.quarter_turns == 0

@@ -28,16 +28,18 @@ def test_candidates_always_hold_the_secret():
 
 
 def test_letters_words_lives_and_garbage():
-    env = Hangman("medium", lives=2)
+    env = Hangman("medium", lives=3, max_turns=10)
     env.reset(seed=0)
     secret = env.secret
     hit = secret[0]
     miss = next(ch for ch in "zqxjkvwy" if ch not in secret)
-    assert "is in the word" in env.step(f"\\boxed{{{hit}}}")[0]
-    assert "already guessed" in env.step(f"\\boxed{{{hit}}}")[0]
+    observation = env.step(f"\\boxed{{{hit}}}")[0]
+    assert "is in the word" in observation and "Lives left: 3   Turns left: 9" in observation
+    observation = env.step(f"\\boxed{{{hit}}}")[0]  # a repeated letter costs a life
+    assert "already guessed" in observation and "Lives left: 2   Turns left: 8" in observation
     for garbage in ["\\boxed{12}", "", "\\boxed{ab}", "\x00" * 5]:
         observation, reward, terminated, *_ = env.step(garbage)
-        assert not terminated and reward == 0.0
+        assert not terminated and reward == 0.0 and "Lives left: 2" in observation
     assert "not in the word" in env.step(f"\\boxed{{{miss}}}")[0]
     wrong_word = "zzzzz" if secret != "zzzzz" else "yyyyy"
     observation, reward, terminated, _, info = env.step(f"\\boxed{{{wrong_word}}}")

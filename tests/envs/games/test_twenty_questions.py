@@ -96,8 +96,6 @@ def test_same_seed_same_secret_and_easy_names_the_group():
         ("\\boxed{Is it furry?}", "I can only answer the listed questions"),
         ("\\boxed{999}", "There is no question 999"),
         ("x" * 100_000, "I can only answer the listed questions"),
-        ("\\boxed{guess: unicorn}", "No, it is not unicorn"),
-        ("\\boxed{Is it a dog?}", "No, it is not dog"),
     ],
 )
 def test_bad_moves_cost_a_turn_and_say_why(action, expected):
@@ -107,6 +105,39 @@ def test_bad_moves_cost_a_turn_and_say_why(action, expected):
     observation, reward, terminated, truncated, _ = env.step(action)
     assert expected in observation and "19 turns left" in observation
     assert reward == 0.0 and not (terminated or truncated)
+
+
+@pytest.mark.parametrize(
+    "action",
+    ["\\boxed{guess: unicorn}", "\\boxed{Is it a dog?}", "dogs", "\\boxed{guess: cat, dog}"],
+)
+def test_a_wrong_guess_ends_the_game(action):
+    env = TwentyQuestions()
+    env.reset(seed=0)
+    env.secret = "cat"
+    observation, reward, terminated, _, info = env.step(action)
+    assert terminated and reward == 0.0 and info["success"] is False
+    assert observation.startswith("No, it is not") and "it was cat" in observation
+
+
+@pytest.mark.parametrize(
+    ("secret", "action"),
+    [
+        ("pencil", "\\boxed{guess: a pencil}"),
+        ("pencil", "\\boxed{guess: pencils}"),
+        ("pencil", "Pencils"),
+        ("strawberry", "\\boxed{guess: the strawberries}"),
+        ("peas", "\\boxed{guess: pea}"),
+        ("polar bear", "\\boxed{Is it a polar bear?}"),
+        ("polar bear", "\\boxed{guess: polar bears}"),
+    ],
+)
+def test_guesses_name_things_in_the_singular_or_plural_with_or_without_article(secret, action):
+    env = TwentyQuestions()
+    env.reset(seed=0)
+    env.secret = secret
+    _, reward, terminated, _, info = env.step(action)
+    assert terminated and reward == 1.0 and info["success"] is True
 
 
 def test_turn_limit_ends_with_the_secret():
