@@ -200,7 +200,7 @@ async def test_idle_sessions_are_closed():
             wait_for, lambda: httpx.get(f"{url}/health").json()["sessions"] == 0
         )
         # the connection, left with no session, idles out in turn: either error is clear
-        with pytest.raises(EnvServerError, match="no open session|no session and no request"):
+        with pytest.raises(EnvServerError, match=r"no open session|no session and no request"):
             await handle.astep("late")
         assert metric(url, 'palaestra_sessions_closed_total{reason="idle"}') == 1
         await host.aclose()
