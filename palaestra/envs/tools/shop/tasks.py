@@ -17,6 +17,7 @@ from palaestra.envs.tools.shop.database import (
     OrderItem,
     ShopDB,
     User,
+    Variant,
 )
 
 EMAIL, NAME, ZIP = ("email",), ("name",), ("zip", "postal")
@@ -171,17 +172,30 @@ def _return(db: ShopDB, rng: np.random.Generator, level: int) -> ToolTask | None
     )  # fmt: skip
 
 
-def _exchange(db: ShopDB, rng: np.random.Generator) -> ToolTask | None:
+def _delivered_item_variants(
+    db: ShopDB, rng: np.random.Generator, *, available: bool
+) -> tuple[User, Order, OrderItem, list[Variant]] | None:
+    """A user, one of their delivered orders, an item of it and that product's other
+    variants that are (or, ``available=False``, are not) in stock; None when there are none."""
     user = _user(db, rng)
     delivered = _orders(db, user, "delivered")
     if not delivered:
         return None
     order = pick(rng, delivered)
     item = pick(rng, order.items)
-    product = db.products[item.product_id]
-    options = [v for v in product.variants.values() if v.available and v.item_id != item.item_id]
-    if not options:
+    variants = [
+        v
+        for v in db.products[item.product_id].variants.values()
+        if v.available == available and v.item_id != item.item_id
+    ]
+    return (user, order, item, variants) if variants else None
+
+
+def _exchange(db: ShopDB, rng: np.random.Generator) -> ToolTask | None:
+    drawn = _delivered_item_variants(db, rng, available=True)
+    if drawn is None:
         return None
+    user, order, item, options = drawn
     new = pick(rng, options)
     method, method_name = pick(rng, _refund_targets(user, order))
     difference = round(new.price - item.price, 2)
@@ -316,16 +330,11 @@ def _cancel_shipped(db: ShopDB, rng: np.random.Generator, level: int) -> ToolTas
 
 def _exchange_out_of_stock(db: ShopDB, rng: np.random.Generator) -> ToolTask | None:
     """Exchange an item for a variant that is out of stock: nothing changes."""
-    user = _user(db, rng)
-    delivered = _orders(db, user, "delivered")
-    if not delivered:
+    drawn = _delivered_item_variants(db, rng, available=False)
+    if drawn is None:
         return None
-    order = pick(rng, delivered)
-    item = pick(rng, order.items)
+    user, order, item, gone = drawn
     product = db.products[item.product_id]
-    gone = [v for v in product.variants.values() if not v.available and v.item_id != item.item_id]
-    if not gone:
-        return None
     wanted = ", ".join(f"{key} {value}" for key, value in pick(rng, gone).options.items())
     _, method_name = pick(rng, _refund_targets(user, order))
     return refusal(
