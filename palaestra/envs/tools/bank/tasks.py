@@ -132,6 +132,16 @@ def _payee(db: BankDB, customer: Customer, rng: np.random.Generator) -> Account:
     return pick(rng, others)
 
 
+def _payment(db: BankDB, rng: np.random.Generator) -> tuple[Customer, Account, Account] | None:
+    """A customer with exactly one open checking account, that account and a payee (an open
+    account of another customer); None when the customer has no single checking account."""
+    customer = _customer(db, rng)
+    checking = _open(db, customer, "checking")
+    if len(checking) != 1:
+        return None
+    return customer, checking[0], _payee(db, customer, rng)
+
+
 # -- how the customer speaks -------------------------------------------------------------------
 
 
@@ -206,11 +216,10 @@ def _transfer_own(db: BankDB, rng: np.random.Generator) -> ToolTask | None:
 
 def _pay(db: BankDB, rng: np.random.Generator, level: int) -> ToolTask | None:
     """Send money from the only open checking account to another customer's account."""
-    customer = _customer(db, rng)
-    checking = _open(db, customer, "checking")
-    if len(checking) != 1:
+    drawn = _payment(db, rng)
+    if drawn is None:
         return None
-    source, payee = checking[0], _payee(db, customer, rng)
+    customer, source, payee = drawn
     amount = _amount(rng, min(source.balance, DAILY_LIMIT - sent_today(db, customer.customer_id)))
     if amount is None:
         return None
@@ -516,11 +525,10 @@ def _stolen_card(db: BankDB, rng: np.random.Generator) -> ToolTask | None:
 
 def _pay_over_limit(db: BankDB, rng: np.random.Generator, level: int) -> ToolTask | None:
     """Send another customer more than what is left of today's limit (the balance covers it)."""
-    customer = _customer(db, rng)
-    checking = _open(db, customer, "checking")
-    if len(checking) != 1:
+    drawn = _payment(db, rng)
+    if drawn is None:
         return None
-    source, payee = checking[0], _payee(db, customer, rng)
+    customer, source, payee = drawn
     left = round(DAILY_LIMIT - sent_today(db, customer.customer_id), 2)
     high = min(source.balance, left + 1500)
     if high < left + 5:
