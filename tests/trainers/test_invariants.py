@@ -49,11 +49,6 @@ def _envs() -> None:
     register_faulty_envs()
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return tiny.train_tokenizer(["Write a few lowercase letters.", "Again."], vocab_size=280)
-
-
 def _gradient(model, config: TrainerConfig, batch: TrainBatch, ref_model=None) -> torch.Tensor:
     updater = PolicyUpdater(model, config, ref_model=ref_model)
     updater.accumulate_gradients(updater.prepare(batch))

@@ -23,18 +23,10 @@ from palaestra.trainers.placement import (  # noqa: E402
 )
 from palaestra.trainers.trainer import Trainer  # noqa: E402
 from palaestra.trainers.update import PolicyUpdater  # noqa: E402
-from tests.trainers.letter_env import ENV_ID, register_once  # noqa: E402
+from tests.trainers.letter_env import ENV_ID  # noqa: E402
 from tests.trainers.tiny_model import on_policy_episodes, tiny_qwen2  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _env() -> None:
-    register_once()
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return tiny.train_tokenizer(["Write a few lowercase letters.", "Again."], vocab_size=280)
+pytestmark = pytest.mark.usefixtures("letter_env")
 
 
 def _config(tmp_path: Path, **model) -> TrainerConfig:

@@ -19,17 +19,9 @@ from palaestra.trainers.config import TrainerConfig  # noqa: E402
 from palaestra.trainers.metrics_log import read_metrics  # noqa: E402
 from palaestra.trainers.trainer import Trainer, latest_checkpoint  # noqa: E402
 from palaestra.trainers.update import sequence_logprobs  # noqa: E402
-from tests.trainers.letter_env import ENV_ID, register_once  # noqa: E402
+from tests.trainers.letter_env import ENV_ID  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _env() -> None:
-    register_once()
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return tiny.train_tokenizer(["Write a few lowercase letters.", "Again."], vocab_size=280)
+pytestmark = pytest.mark.usefixtures("letter_env")
 
 
 def _config(tmp_path: Path, **overrides) -> TrainerConfig:
