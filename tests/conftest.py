@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 import palaestra
+
+CHECKOUT = Path(palaestra.__file__).resolve().parents[1]
+"""The directory that holds the palaestra package these tests import."""
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment for a child Python that imports this palaestra: the checkout put first
+    on ``PYTHONPATH``, whatever that held kept after it (where the dependencies may live)."""
+    path = os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
 
 RG_REPRESENTATIVES = (
     "rg:basic_arithmetic-v0",

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import child_env
+
 ROOT = Path(__file__).parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN_LANGUAGES = {"python": "python", "py": "python", "bash": "bash", "sh": "bash"}
@@ -173,10 +175,7 @@ def _environment(tmp_path: Path) -> dict[str, str]:
     for name in ("python", "python3"):
         _shim(shims / name, PYTHON_SHIM.format(python=python))
     _shim(shims / "pip", "#!/bin/sh\necho 'skipped in the docs test: pip' \"$@\"\n")
-    env = dict(os.environ)
-    env["PATH"] = f"{shims}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return env
+    return child_env(PATH=f"{shims}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
 def _shim(path: Path, text: str) -> None:

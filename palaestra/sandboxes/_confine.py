@@ -349,6 +349,14 @@ METADATA_SYSCALLS = {
     "utime": 132, "utimes": 235, "futimesat": 261, "utimensat": 280,
 }  # fmt: skip
 """Denied too where no read-only mount view protects files outside the work dir."""
+IPC_SYSCALLS = {
+    "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65,
+    "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
+    "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243,
+    "mq_notify": 244, "mq_getsetattr": 245,
+}  # fmt: skip
+"""System V IPC and POSIX message queues: denied too where the code shares the host's IPC
+namespace (their objects would outlive the run and reach the host's)."""
 _SYS_SOCKET, _SYS_CLONE, _SYS_CLONE3, _SYS_EXIT_GROUP = 41, 56, 435, 231
 _SYS_SECCOMP, _SYS_PIDFD_GETFD = 317, 438
 _AUDIT_ARCH_X86_64 = 0xC000003E
@@ -363,18 +371,23 @@ def seccomp_supported() -> bool:
     return X86_64
 
 
-def seccomp_filter(*, unix_sockets: bool, metadata: bool, exit_notices: bool = False) -> bytes:
+def seccomp_filter(
+    *, unix_sockets: bool, metadata: bool, host_ipc: bool = False, exit_notices: bool = False
+) -> bytes:
     """A classic-BPF seccomp program (``struct sock_filter[]``) for x86_64.
 
     Denies (EPERM) :data:`DENIED_SYSCALLS`, the x32 ABI, ``clone`` with namespace flags
     and every ``socket()`` but ``AF_UNIX`` (none at all unless ``unix_sockets``);
     ``clone3`` answers ENOSYS so that libc falls back to the checked ``clone``; with
-    ``metadata`` False also :data:`METADATA_SYSCALLS`. Any other architecture is killed.
+    ``metadata`` False also :data:`METADATA_SYSCALLS`, with ``host_ipc`` (no IPC namespace)
+    :data:`IPC_SYSCALLS`. Any other architecture is killed.
     With ``exit_notices``, ``exit_group`` waits for the supervisor holding the filter's
     listener (:func:`receive_notice`), which learns the exit status before the kernel
     tears the process down; without a listener it fails and libc falls back to ``exit``.
     """
-    denied = list(DENIED_SYSCALLS.values()) + ([] if metadata else list(METADATA_SYSCALLS.values()))
+    denied = list(DENIED_SYSCALLS.values())
+    denied += [] if metadata else list(METADATA_SYSCALLS.values())
+    denied += list(IPC_SYSCALLS.values()) if host_ipc else []
     # (code, jt label, jf label, k); labels are names resolved to relative offsets below.
     program: list[tuple[int, str | int, str | int, int]] = [
         (_LD_ABS, 0, 0, 4),

@@ -155,7 +155,10 @@ def _choose_seccomp(setup: dict, config: dict, cgroups: Cgroups | None) -> None:
         and exit_notices_work(setup["run_uid"])
     )
     program = confine.seccomp_filter(
-        unix_sockets=setup["mount"], metadata=setup["mount"], exit_notices=setup["exit_notices"]
+        unix_sockets=setup["mount"],
+        metadata=setup["mount"],
+        host_ipc=not setup["namespaces"],
+        exit_notices=setup["exit_notices"],
     )
     setup["seccomp_program"] = program if setup["seccomp"] else None
 

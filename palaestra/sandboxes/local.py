@@ -281,7 +281,7 @@ def describe_isolation(report: dict[str, Any]) -> dict[str, Any]:
         "processes": "pid-namespace" if ns else "process-group+subreaper",
         "process_list": "pid-namespace" if mount else landlock_fs,
         "signals": "pid-namespace" if ns else "landlock" if abi >= 6 else None,
-        "ipc": "ipc-namespace" if ns else None,
+        "ipc": "ipc-namespace" if ns else "seccomp" if seccomp else None,
         "host_name": "uts-namespace" if ns else None,
         "keyring": "fresh-session-keyring+seccomp" if seccomp else "fresh-session-keyring",
         "syscalls": "seccomp" if seccomp else None,

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-import palaestra
 from palaestra.sandboxes import _cgroups
+from tests.conftest import child_env
 
 CONTAINER = r"""
 import ctypes, json, os, subprocess, sys, time
@@ -92,7 +92,7 @@ def test_a_containers_cgroup_is_delegated_and_an_unmarked_one_is_not() -> None:
     test_cgroup = Path(own, f"palaestra-test-{os.getpid()}")
     test_cgroup.mkdir()
     try:
-        env = {**os.environ, "PYTHONPATH": str(Path(palaestra.__file__).parents[1])}
+        env = child_env()
         done = subprocess.run(
             [sys.executable, "-c", CONTAINER, controller, str(test_cgroup)],
             capture_output=True, text=True, env=env, timeout=60,

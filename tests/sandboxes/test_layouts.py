@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-import palaestra
 from palaestra.sandboxes import LocalSandbox
+from tests.conftest import CHECKOUT, child_env
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 
@@ -122,11 +122,10 @@ def test_the_whole_sandbox_suite_passes_in_each_layout(
 ) -> None:
     if layout not in layouts:
         pytest.skip(f"this machine has no {layout}")
-    checkout = Path(palaestra.__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(checkout), "PALAESTRA_TEST_SANDBOX_PYTHON": layouts[layout]}  # fmt: skip
+    env = child_env(PALAESTRA_TEST_SANDBOX_PYTHON=layouts[layout])
     suite = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/sandboxes", "-q", "-p", "no:randomly",
          "--ignore", "tests/sandboxes/test_layouts.py"],
-        cwd=checkout, env=env, capture_output=True, text=True,
+        cwd=CHECKOUT, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert suite.returncode == 0, suite.stdout[-4000:]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from palaestra.agents.simple import OracleAgent, PolicyAgent
 from palaestra.runner import Runner, Task, make_tasks
 from palaestra.runner.network import EnvServerClient, EnvServerError
 from palaestra.server import ServerLimits, build_server
+from tests.conftest import child_env
 from tests.server.conftest import metric, running_server, wait_for
 
 
@@ -242,7 +242,7 @@ CLIENT = textwrap.dedent(
 
 def test_killed_client_leaves_no_session():
     with running_server(limits=ServerLimits(idle_timeout_s=0.5)) as url:
-        env = {**os.environ, "PYTHONPATH": os.getcwd()}
+        env = child_env()
         client = subprocess.Popen(
             [sys.executable, "-c", CLIENT, url], stdout=subprocess.PIPE, text=True, env=env
         )
