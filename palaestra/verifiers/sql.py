@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from palaestra.verifiers.sql_backend import (
     BACKENDS,
@@ -67,7 +66,6 @@ __all__ = [
     "to_sqlite",
 ]
 
-T = TypeVar("T")
 MAX_VALUE_BYTES = 100_000
 """The largest string or blob a query may build."""
 PROGRESS_OPCODES = 1_000
@@ -208,6 +206,12 @@ class SQLiteDatabase:
     ) -> QueryResult:
         return run_query(self.connection, sql, timeout=timeout, max_rows=max_rows)
 
+    def submit(
+        self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
+    ) -> Callable[[], QueryResult]:
+        """The query, deferred: SQLite runs in this thread, so it runs when asked for."""
+        return lambda: self.query(sql, timeout=timeout, max_rows=max_rows)
+
     def tables(self) -> list[str]:
         rows = self.connection.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
@@ -320,10 +324,7 @@ def execution_match(
     gold_database = SQLiteDatabase(db_path)
     database = gold_database if backend == "sqlite" else open_database(db_path, backend)
     try:
-        predicted = _start(
-            lambda: _run_predicted(database, predicted_sql, dialect, timeout, max_rows),
-            background=database is not gold_database,
-        )
+        predicted = _submit_predicted(database, predicted_sql, dialect, timeout, max_rows)
         try:
             gold = Gold.run(gold_database, gold_sql, timeout=timeout, max_rows=max_rows)
         finally:
@@ -337,38 +338,22 @@ def execution_match(
             database.close()
 
 
-def _run_predicted(
+def _submit_predicted(
     database: Database, sql: str, dialect: str | None, timeout: float, max_rows: int
-) -> QueryResult | None:
-    """The predicted query's result on ``database``, or None if it cannot run."""
+) -> Callable[[], QueryResult | None]:
+    """Start the predicted query on ``database`` (:meth:`Database.submit`); the function
+    returned gives its result, or None if it cannot run."""
     try:
         if dialect not in (None, database.dialect):
             sql = transpile(sql, dialect, database.dialect)
-        return database.query(sql, timeout=timeout, max_rows=max_rows)
+        pending = database.submit(sql, timeout=timeout, max_rows=max_rows)
     except SQLError:
-        return None
+        return lambda: None
 
-
-def _start(work: Callable[[], T], *, background: bool) -> Callable[[], T]:
-    """Run ``work`` in a thread if ``background`` (else when asked for); the function
-    returned gives its value (or raises its exception)."""
-    if not background:
-        return work
-    box: dict[str, Any] = {}
-
-    def run() -> None:
+    def result() -> QueryResult | None:
         try:
-            box["value"] = work()
-        except BaseException as error:  # handed to the caller by wait()
-            box["error"] = error
+            return pending()
+        except SQLError:
+            return None
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-
-    def wait() -> T:
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
-
-    return wait
+    return result

@@ -14,6 +14,7 @@ a memory limit, and nothing but reading.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -66,6 +67,13 @@ class Database(Protocol):
         self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
     ) -> QueryResult:
         """Run one read-only query; raise :class:`SQLError` with the reason otherwise."""
+        ...
+
+    def submit(
+        self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
+    ) -> Callable[[], QueryResult]:
+        """Start :meth:`query` where the backend can run it beside the caller (another
+        process), else defer it; the function returned gives the result (call it once)."""
         ...
 
     def tables(self) -> list[str]:

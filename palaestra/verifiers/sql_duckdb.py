@@ -28,6 +28,7 @@ generated database) and keeps the 16 most recently used.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,18 +123,36 @@ class DuckDBDatabase:
         self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
     ) -> QueryResult:
         """Run one read-only query; raises :class:`SQLError` with the reason otherwise."""
+        return self.submit(sql, timeout=timeout, max_rows=max_rows)()
+
+    def submit(
+        self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
+    ) -> Callable[[], QueryResult]:
+        """Send the query to the worker now; the function returned waits for its result
+        (call it exactly once: it hands the worker back)."""
         check_size(sql)
+        args = (str(self.path), sql, max_rows, timeout)
+        limit = timeout + self.kill_grace
         try:
-            reply = self._loaded_call(
-                run_query, sql, max_rows, timeout, timeout=timeout + self.kill_grace
-            )
-        except WorkerTimeout:
-            raise SQLError(f"the query ran past the time limit of {timeout:g} s") from None
+            pending = self.pool.submit(run_query, args, timeout=limit)
         except WorkerError as error:
             raise SQLError(f"error: the query stopped its worker ({error})") from None
-        if isinstance(reply, Refusal):
-            raise SQLError(reply.message, syntax=reply.syntax)
-        return reply
+
+        def result() -> QueryResult:
+            try:
+                reply = pending.result()
+                if reply == UNLOADED:  # a new worker, or the database was dropped
+                    self._call(load_database, timeout=LOAD_TIMEOUT_S)
+                    reply = self._call(run_query, *args[1:], timeout=limit)
+            except WorkerTimeout:
+                raise SQLError(f"the query ran past the time limit of {timeout:g} s") from None
+            except WorkerError as error:
+                raise SQLError(f"error: the query stopped its worker ({error})") from None
+            if isinstance(reply, Refusal):
+                raise SQLError(reply.message, syntax=reply.syntax)
+            return reply
+
+        return result
 
     def tables(self) -> list[str]:
         return self._loaded_call(read_catalog, "tables", timeout=CATALOG_TIMEOUT_S)

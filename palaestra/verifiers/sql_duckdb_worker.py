@@ -219,8 +219,9 @@ def load_database(path: str) -> None:
     _the_store().load(path)
 
 
-def _refusal(cursor: Any, sql: str) -> Refusal | None:
-    """Why ``sql`` may not run, or None."""
+def _parse(cursor: Any, sql: str) -> Any:
+    """``sql``'s one SELECT statement, parsed (run as it is: DuckDB parses it once), or a
+    :class:`Refusal` that says why it may not run."""
     duckdb = import_duckdb()
     try:
         statements = cursor.extract_statements(sql)
@@ -232,7 +233,7 @@ def _refusal(cursor: Any, sql: str) -> Refusal | None:
         return Refusal(READ_ONLY_MESSAGE)
     lowered = sql.lower()
     if not any(name in lowered for name in (*_CATALOG_PREFIXES, *_DENIED_CALLS)):
-        return None  # no name that could be refused: skip tokenizing
+        return statements[0]  # no name that could be refused: skip tokenizing
     tokens = duckdb.tokenize(sql)
     ends = [start for start, _ in tokens[1:]] + [len(sql)]
     words = [
@@ -243,7 +244,7 @@ def _refusal(cursor: Any, sql: str) -> Refusal | None:
         called = index + 1 < len(words) and words[index + 1].startswith("(")
         if word.startswith(_CATALOG_PREFIXES) or (called and word in _DENIED_CALLS):
             return Refusal(_REFUSED)
-    return None
+    return statements[0]
 
 
 def run_query(path: str, sql: str, max_rows: int, timeout: float) -> QueryResult | Refusal | str:
@@ -254,12 +255,12 @@ def run_query(path: str, sql: str, max_rows: int, timeout: float) -> QueryResult
     entry = store.get(path)
     if entry is None:
         return UNLOADED
-    refusal = _refusal(entry.cursor, sql)
-    if refusal is not None:
-        return refusal
+    statement = _parse(entry.cursor, sql)
+    if isinstance(statement, Refusal):
+        return statement
     store.watchdog.arm(entry.cursor, timeout)
     try:
-        cursor = entry.cursor.execute(sql)
+        cursor = entry.cursor.execute(statement)
         rows, truncated = fetch_rows(cursor, max_rows)
         columns = [d[0] for d in cursor.description or ()]
     except duckdb.InterruptException:

@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
@@ -79,8 +80,15 @@ class _Worker:
             return False, f"worker process died (exit code {code})"
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float) -> Any:
+        self.send(fn, args)
+        return self.receive(fn, time.monotonic() + timeout, timeout)
+
+    def send(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         self._requests.send((fn, args))
-        if not self._results.poll(timeout):
+
+    def receive(self, fn: Callable[..., Any], deadline: float, timeout: float) -> Any:
+        """The answer to the call sent last; past ``deadline`` the child is killed."""
+        if not self._results.poll(max(0.0, deadline - time.monotonic())):
             self.kill()
             raise WorkerTimeout(f"{getattr(fn, '__name__', fn)} ran past {timeout} s; killed")
         ok, value = self._recv()
@@ -152,28 +160,32 @@ class WorkerPool:
 
         ``fn`` must be importable by name (a module-level function) and ``args`` picklable.
         """
+        return self.submit(fn, args, timeout=timeout).result()
+
+    def submit(
+        self, fn: Callable[..., Any], args: tuple[Any, ...] = (), *, timeout: float
+    ) -> PendingCall:
+        """Send ``fn(*args)`` to a worker and return at once; the caller works meanwhile and
+        must then call :meth:`PendingCall.result` (which hands the worker back). The timeout
+        counts from now."""
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         worker = self._acquire()
         try:
-            return worker.call(fn, args, timeout)
-        except WorkerError:
-            if worker.alive:
-                raise
-            worker.kill()
-            self._discard()
-            worker = None
-            raise
+            worker.send(fn, args)
         except BaseException:
-            worker.kill()
-            self._discard()
-            worker = None
+            self._drop(worker)
             raise
-        finally:
-            if worker is not None:
-                with self._cond:
-                    self._idle.append(worker)
-                    self._cond.notify()
+        return PendingCall(self, worker, fn, time.monotonic() + timeout, timeout)
+
+    def _release(self, worker: _Worker) -> None:
+        with self._cond:
+            self._idle.append(worker)
+            self._cond.notify()
+
+    def _drop(self, worker: _Worker) -> None:
+        worker.kill()
+        self._discard()
 
     @property
     def pids(self) -> list[int]:
@@ -188,6 +200,42 @@ class WorkerPool:
             self._started -= len(idle)
         for worker in idle:
             worker.kill()
+
+
+class PendingCall:
+    """A call sent to a worker of ``pool`` (:meth:`WorkerPool.submit`); :meth:`result`
+    waits for its answer once."""
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        worker: _Worker,
+        fn: Callable[..., Any],
+        deadline: float,
+        timeout: float,
+    ) -> None:
+        self._pool, self._worker, self._fn = pool, worker, fn
+        self._deadline, self._timeout = deadline, timeout
+
+    def result(self) -> Any:
+        """The call's value; :class:`WorkerTimeout` past its deadline (the worker is killed),
+        :class:`WorkerError` if it raised."""
+        worker, self._worker = self._worker, None
+        if worker is None:
+            raise RuntimeError("the result of this call was already taken")
+        try:
+            value = worker.receive(self._fn, self._deadline, self._timeout)
+        except WorkerError:
+            if worker.alive:
+                self._pool._release(worker)
+            else:
+                self._pool._drop(worker)
+            raise
+        except BaseException:
+            self._pool._drop(worker)
+            raise
+        self._pool._release(worker)
+        return value
 
 
 _pools: weakref.WeakSet[WorkerPool] = weakref.WeakSet()

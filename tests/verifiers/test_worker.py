@@ -1,0 +1,47 @@
+"""Grading workers: a call sent ahead runs while the caller works, under its own deadline."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from palaestra.verifiers.worker import WorkerError, WorkerPool, WorkerTimeout
+
+
+@pytest.fixture
+def pool():
+    pool = WorkerPool(1, preload=("time",))
+    pool.call(abs, (-1,), timeout=60)  # started before any timing
+    yield pool
+    pool.close()
+
+
+def test_a_submitted_call_runs_while_the_caller_works(pool):
+    started = time.monotonic()
+    pending = pool.submit(time.sleep, (0.5,), timeout=5)
+    time.sleep(0.5)  # the caller's own work
+    pending.result()
+    assert time.monotonic() - started < 0.85  # one after the other would take 1 s
+
+
+def test_the_deadline_of_a_submitted_call_counts_from_the_submit(pool):
+    pending = pool.submit(time.sleep, (30,), timeout=0.5)
+    time.sleep(0.6)
+    waited = time.monotonic()
+    with pytest.raises(WorkerTimeout):
+        pending.result()
+    assert time.monotonic() - waited < 0.3
+    assert pool.call(abs, (-2,), timeout=60) == 2  # a new worker took the killed one's place
+
+
+def test_a_result_is_taken_once_and_its_worker_goes_back(pool):
+    (pid,) = pool.pids
+    pending = pool.submit(abs, (-3,), timeout=5)
+    assert pool.pids == []  # the worker is the call's until its result is taken
+    assert pending.result() == 3
+    with pytest.raises(RuntimeError, match="already taken"):
+        pending.result()
+    with pytest.raises(WorkerError, match="ValueError"):
+        pool.submit(int, ("x",), timeout=5).result()
+    assert pool.pids == [pid]  # a call that raised does not cost its worker
