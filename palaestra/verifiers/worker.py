@@ -139,10 +139,16 @@ class WorkerPool:
 
     def _acquire(self) -> _Worker:
         with self._cond:
-            while not self._idle and self._started >= self.max_workers:
-                self._cond.wait()
-            if self._idle:
-                return self._idle.pop()
+            while True:
+                while not self._idle and self._started >= self.max_workers:
+                    self._cond.wait()
+                if not self._idle:
+                    break
+                worker = self._idle.pop()
+                if worker.alive:
+                    return worker
+                worker.kill()  # killed while idle (the OOM killer, say): reap it, start anew
+                self._started -= 1
             self._started += 1
         try:
             return _Worker(self.preload, self.memory_mb, self.warmup)

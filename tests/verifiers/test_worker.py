@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
@@ -45,3 +47,11 @@ def test_a_result_is_taken_once_and_its_worker_goes_back(pool):
     with pytest.raises(WorkerError, match="ValueError"):
         pool.submit(int, ("x",), timeout=5).result()
     assert pool.pids == [pid]  # a call that raised does not cost its worker
+
+
+def test_a_worker_killed_while_idle_is_replaced(pool):
+    (pid,) = pool.pids
+    os.kill(pid, signal.SIGKILL)
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # dead, not yet reaped
+    assert pool.call(abs, (-4,), timeout=60) == 4
+    assert pool.pids != [pid]
