@@ -12,6 +12,12 @@ times are medians over the timed steps after one warm-up step.
 
     python benchmarks/bench_gpu_train_step.py                # on a GPU: 64 and 256 episodes
     python benchmarks/bench_gpu_train_step.py --smoke        # tiny shapes on CPU: it runs
+    python benchmarks/bench_gpu_train_step.py --trainers palaestra --profile prof/
+
+``--profile DIR`` runs palaestra's rows under ``torch.profiler`` instead of timing them: one
+warm-up step, then one profiled step, written to ``DIR/<trainer>-<episodes>.txt`` with the
+decode's statistics (decode steps, the batch sizes they ran at) and the ops that took the
+most CPU and GPU time, every thread included.
 
 Needs ``pip install -e '.[train,bench]'`` (TRL). On a machine without network, bring the
 wheels along: ``pip download 'trl==1.16.0' -d wheels`` where there is one, then
@@ -106,12 +112,53 @@ def palaestra_run(run: dict[str, Any]) -> dict[str, float]:
         log={"console": False},
     )
     with Trainer.from_config(config) as trainer:
+        if run.get("profile"):
+            return _profiled_step(
+                trainer, Path(run["profile"]) / f"{run['trainer']}-{episodes}.txt"
+            )
         _reset_peak_memory()
         history = trainer.train()[1:]  # the first step warms up
     return {
         "rollout_s": statistics.median(r["rollout_time"] for r in history),
         "update_s": statistics.median(r["update_time"] for r in history),
         "tokens_per_s": statistics.median(r["rollout_tokens_per_s"] for r in history),
+        "peak_gb": _peak_memory_gb(),
+    }
+
+
+def _profiled_step(trainer: Any, report: Path) -> dict[str, float]:
+    """One warm-up step, then one step under ``torch.profiler``; its tables go to ``report``."""
+    from torch._C._profiler import _ExperimentalConfig
+    from torch.profiler import ProfilerActivity, profile
+
+    trainer.train(until=1)
+    agent = trainer.engine.agent
+    agent.step_rows.clear()
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    try:  # the generation thread's ops too, and the host's waits on the GPU
+        config = _ExperimentalConfig(profile_all_threads=True, enable_cuda_sync_events=True)
+    except TypeError:  # an older PyTorch: the calling thread's ops only
+        config = _ExperimentalConfig(enable_cuda_sync_events=True)
+    with profile(activities=activities, experimental_config=config) as profiler:
+        step = trainer.train(until=2)[-1]
+    steps = sum(agent.step_rows.values())
+    sizes = sorted(agent.step_rows.items(), reverse=True)
+    averages = profiler.key_averages()
+    sections = [
+        f"rollout {step['rollout_time']:.2f} s, update {step['update_time']:.2f} s (profiled)",
+        f"decode steps {steps}, at {len(sizes)} batch sizes (rows: steps) {sizes}",
+        averages.table(sort_by="self_cpu_time_total", row_limit=30),
+    ]
+    if torch.cuda.is_available():
+        sections.append(averages.table(sort_by="self_cuda_time_total", row_limit=30))
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text("\n\n".join(sections) + "\n")
+    return {
+        "rollout_s": step["rollout_time"],
+        "update_s": step["update_time"],
+        "tokens_per_s": step["rollout_tokens_per_s"],
         "peak_gb": _peak_memory_gb(),
     }
 
@@ -184,6 +231,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, nargs="+", help="default 64 256 (smoke: 16)")
     parser.add_argument("--steps", type=int, help="timed steps after one warm-up (default 3)")
     parser.add_argument("--trainers", nargs="+", choices=TRAINERS, default=list(TRAINERS))
+    parser.add_argument("--profile", help="profile palaestra's rows into this directory")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -196,7 +244,10 @@ def main() -> None:
         "steps": args.steps or (1 if args.smoke else 3),
         "max_new_tokens": 16 if args.smoke else 128,
         "dtype": "bfloat16" if torch.cuda.is_available() else "float32",
+        "profile": str(Path(args.profile).resolve()) if args.profile else None,
     }
+    if args.profile and "trl" in args.trainers:
+        parser.error("--profile profiles palaestra's rows: leave trl out of --trainers")
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
