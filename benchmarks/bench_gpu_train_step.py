@@ -19,9 +19,14 @@ warm-up step, then one profiled step, written to ``DIR/<trainer>-<episodes>.txt`
 decode's statistics (decode steps, the batch sizes they ran at) and the ops that took the
 most CPU and GPU time, every thread included.
 
-Needs ``pip install -e '.[train,bench]'`` (TRL). On a machine without network, bring the
-wheels along: ``pip download 'trl==1.16.0' -d wheels`` where there is one, then
-``pip install --no-index --find-links wheels trl`` on the GPU machine.
+Needs ``pip install -e '.[train,bench]'`` (TRL). On a GPU machine without network, bring the
+wheels of what its image lacks, downloaded where there is network for its Python (a CUDA
+PyTorch image usually has torch, transformers, accelerate, pandas and pyarrow, but not
+palaestra's own dependencies): ``pip download --no-deps --only-binary=:all: --python-version
+3.12 --platform manylinux2014_x86_64 -d wheels trl==1.16.0 datasets dill multiprocess
+gymnasium farama-notifications pydantic pydantic-core annotated-types typing-inspection``,
+then ``pip install --no-index --no-deps --target site wheels/*.whl`` there and run with
+``PYTHONPATH=site:.`` (the H200 run in ``benchmarks/RESULTS.md`` was made so).
 """
 
 from __future__ import annotations
