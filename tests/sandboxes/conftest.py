@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from palaestra.sandboxes import LocalSandbox
+from palaestra.sandboxes._plumbing import all_pids, parent_of
 
 if not sys.platform.startswith("linux"):
     pytest.skip("the local sandbox needs Linux", allow_module_level=True)
@@ -66,24 +67,13 @@ def fresh_listing(box: LocalSandbox) -> str:
     return box.run("import os\nprint(sorted(os.listdir('.')))").stdout.strip()
 
 
-def parent_of(pid: int) -> int | None:
-    """``pid``'s parent (from /proc), None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return int(handle.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def descendants(pid: int) -> list[int]:
     """Every live process below ``pid`` (from /proc)."""
-    parents = {
-        int(entry): parent_of(int(entry)) for entry in os.listdir("/proc") if entry.isdigit()
-    }
+    parents = {child: parent_of(child) for child in all_pids()}
     found, frontier = [], [pid]
     while frontier:
         current = frontier.pop()
-        children = [child for child, parent in parents.items() if parent == current]
-        found += children
-        frontier += children
+        below = [child for child, parent in parents.items() if parent == current]
+        found += below
+        frontier += below
     return found

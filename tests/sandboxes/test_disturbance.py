@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from palaestra.sandboxes import LocalSandbox
-from tests.sandboxes.conftest import LEVELS, descendants, make_box, parent_of
+from palaestra.sandboxes._plumbing import parent_of
+from tests.sandboxes.conftest import LEVELS, descendants, make_box
 
 SPINNERS = (
     "import os, time\n"
