@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from palaestra.sandboxes import LocalSandbox
-from tests.sandboxes.conftest import descendants, parent_of
+from palaestra.sandboxes._plumbing import parent_of
+from tests.sandboxes.conftest import descendants
 
 
 def assert_nothing_left(box: LocalSandbox) -> None:
@@ -31,11 +32,12 @@ def assert_nothing_left(box: LocalSandbox) -> None:
         )
 
     deadline = time.monotonic() + 3
-    while not all(prepared_only(w) for w in box.worker_pids()) and time.monotonic() < deadline:
+    while not (settled := all(prepared_only(w) for w in box.worker_pids())):
+        if time.monotonic() > deadline:
+            break
         time.sleep(0.02)
-    assert all(prepared_only(w) for w in box.worker_pids()), [
-        descendants(w) for w in box.worker_pids()
-    ]
+    # The state seen settled is the verdict: a second look can catch a spawner mid-fork.
+    assert settled, [descendants(w) for w in box.worker_pids()]
 
 
 def test_infinite_loop_times_out(any_sandbox: LocalSandbox) -> None:
