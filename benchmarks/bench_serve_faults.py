@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_serve_vs_openenv import with_python_path
+
 ROOT = Path(__file__).resolve().parents[1]
 
 SERVER = """
@@ -127,7 +129,7 @@ def main() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = with_python_path(ROOT)
     server = subprocess.Popen([sys.executable, "-c", SERVER, str(port)], cwd=ROOT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:

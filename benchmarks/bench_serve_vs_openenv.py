@@ -278,10 +278,16 @@ def start_server(side: str, python: str, echo_dir: str) -> tuple[subprocess.Pope
             python, "-m", "uvicorn", "openenv_echo:app", "--app-dir", echo_dir,
             "--port", str(port), "--log-level", "warning",
         ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    server = subprocess.Popen(command, cwd=ROOT, env=env)
+    server = subprocess.Popen(command, cwd=ROOT, env=with_python_path(ROOT))
     wait_for_port(port, server)
     return server, port
+
+
+def with_python_path(*entries: str | Path) -> dict[str, str]:
+    """This environment with ``entries`` first on ``PYTHONPATH`` (what it held kept after them,
+    where dependencies may be installed)."""
+    path = [str(entry) for entry in entries] + [os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -305,7 +311,7 @@ def run_load(
     command += ["--connections", str(args.sessions if setup.per_session else 1)]
     for flag in ("sessions", "seconds", "warmup"):
         command += [f"--{flag}", str(getattr(args, flag))]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{echo_dir}"}
+    env = with_python_path(ROOT, echo_dir)
     marks, last = [], ""
     with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True) as load:
         for line in load.stdout:  # type: ignore[union-attr]
