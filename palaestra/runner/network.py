@@ -26,15 +26,17 @@ with :class:`EnvServerError`, which the runner records as an errored episode; th
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
 import time
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palaestra.core.env import ResetResult, StepResult
 from palaestra.runner.tasks import Task
+
+if TYPE_CHECKING:
+    from palaestra.runner.link import Link
 
 TOKEN_ENV_VAR = "PALAESTRA_ENV_SERVER_TOKEN"
 """Where clients and ``palaestra serve`` read the bearer token when none is passed."""
@@ -110,171 +112,7 @@ def websocket_url(url: str) -> str:
     return url if url.endswith("/sessions") else f"{url}/sessions"
 
 
-def _frames(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """``messages`` cut into frames of about :data:`FRAME_BYTES` at most (a big action alone)."""
-    frames: list[list[dict[str, Any]]] = [[]]
-    size = 0
-    for message in messages:
-        grows = len(message.get("action") or "") + 64
-        if frames[-1] and size + grows > FRAME_BYTES:
-            frames.append([])
-            size = 0
-        frames[-1].append(message)
-        size += grows
-    return frames
-
-
-class _Link:
-    """One WebSocket connection of one event loop: sends queued requests as frames, matches
-    answers by id, and fails each request still unanswered at its deadline.
-
-    Deadlines are kept by a timer of the event loop, so they hold whatever the connection
-    does: a server that never answers, never reads, or a socket that hangs. Every request
-    of a link has the same timeout, so deadlines come in id order and one timer, set for
-    the oldest pending request, serves them all.
-    """
-
-    def __init__(self, ws: Any, timeout_s: float, max_action_bytes: int | None):
-        self.loop = asyncio.get_running_loop()
-        self.ws = ws
-        self.timeout_s = timeout_s
-        self.max_action_bytes = max_action_bytes
-        """The server's limit on one action (UTF-8 bytes), if it announced one."""
-        self.late_answers = 0
-        self.sessions = itertools.count()
-        self._open = True
-        self._ids = itertools.count()
-        self._pending: dict[int, tuple[asyncio.Future[Any], float]] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._outbox: list[dict[str, Any]] = []
-        self._wake = asyncio.Event()
-        self._sending_since: float | None = None
-        self._failure = "connection closed"
-        self._tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._write())]
-
-    @property
-    def alive(self) -> bool:
-        """Whether requests can go out: the connection is open and its event loop runs now."""
-        if not self._open:
-            return False
-        try:
-            return asyncio.get_running_loop() is self.loop
-        except RuntimeError:
-            return False
-
-    def request(self, op: str, session: int, **fields: Any) -> asyncio.Future[Any]:
-        """Queue one request; the future gets its answer's payload or an EnvServerError, at
-        the latest when the request's deadline passes."""
-        if not self.alive:
-            future = asyncio.get_running_loop().create_future()
-            reason = "connection belongs to an earlier event loop" if self._open else self._failure
-            future.set_exception(EnvServerError(f"env server {reason}"))
-            return future
-        loop = self.loop
-        future = loop.create_future()
-        request_id = next(self._ids)
-        deadline = loop.time() + self.timeout_s
-        self._pending[request_id] = (future, deadline)
-        if self._timer is None:
-            self._timer = loop.call_at(deadline, self._expire)
-        self._outbox.append({"id": request_id, "op": op, "session": session, **fields})
-        self._wake.set()
-        return future
-
-    def notify(self, op: str, session: int, **fields: Any) -> None:
-        """Queue a request whose answer nobody waits for (closing a session)."""
-        if self.alive:
-            self.request(op, session, **fields).add_done_callback(_retrieve)
-
-    def _expire(self) -> None:
-        """Fail the requests past their deadline; set the timer for the next one."""
-        self._timer = None
-        now = self.loop.time()
-        pending = self._pending
-        while pending:
-            request_id = next(iter(pending))
-            future, deadline = pending[request_id]
-            if deadline > now:
-                self._timer = self.loop.call_at(deadline, self._expire)
-                break
-            del pending[request_id]
-            if not future.done():
-                future.set_exception(
-                    EnvServerError(f"env server gave no answer within {self.timeout_s:g} s")
-                )
-        since = self._sending_since
-        if since is not None and now - since >= self.timeout_s:
-            self._fail(f"took no data for {self.timeout_s:g} s")
-
-    async def _write(self) -> None:
-        try:
-            while True:
-                await self._wake.wait()
-                self._wake.clear()
-                while self._outbox:
-                    queued, self._outbox = self._outbox, []
-                    for frame in _frames(queued):
-                        self._sending_since = self.loop.time()
-                        await self.ws.send(encode_frame(frame))
-                    self._sending_since = None
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self._fail(f"connection failed: {exc!r}")
-
-    async def _read(self) -> None:
-        try:
-            async for frame in self.ws:
-                for answer in json.loads(frame):
-                    self._settle(answer)
-            self._fail(f"closed the connection{_close_reason(self.ws)}")
-        except asyncio.CancelledError:
-            # Also how a finished ``asyncio.run`` ends its tasks: drop the socket now, so the
-            # server closes this connection's sessions instead of waiting for their idle time.
-            self._fail("connection closed with its event loop")
-            raise
-        except Exception as exc:
-            self._fail(f"connection lost: {exc!r}{_close_reason(self.ws)}")
-
-    def _settle(self, answer: dict[str, Any]) -> None:
-        entry = self._pending.pop(answer.get("id"), None)  # type: ignore[arg-type]
-        if entry is None or entry[0].done():
-            self.late_answers += 1
-            return
-        future = entry[0]
-        if "error" in answer:
-            future.set_exception(EnvServerError(answer["error"], answer.get("code")))
-        else:
-            future.set_result(answer["ok"])
-
-    def _fail(self, reason: str) -> None:
-        """Fail every pending request and drop the socket (the server then closes this
-        connection's sessions at once)."""
-        if not self._open:
-            return
-        self._open = False
-        self.ws.transport.abort()
-        self._failure = reason
-        if self._timer is not None:
-            self._timer.cancel()
-        for future, _ in self._pending.values():
-            if not future.done():
-                future.set_exception(EnvServerError(f"env server {reason}"))
-        self._pending.clear()
-        for task in self._tasks:
-            if task is not asyncio.current_task():
-                task.cancel()
-
-    async def close(self) -> None:
-        self._fail("connection closed by the client")
-
-
-def _close_reason(ws: Any) -> str:
-    reason = getattr(ws, "close_reason", None)
-    return f" ({reason})" if reason else ""
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
+def ignore_failure(future: asyncio.Future[Any]) -> None:
     """Mark a future's failure as seen (its caller does not wait for it)."""
     if not future.cancelled():
         future.exception()
@@ -302,7 +140,7 @@ class NetworkEnv:
     def __init__(self, client: EnvServerClient, env_id: str, env_kwargs: dict[str, Any]):
         self._client = client
         self._env_id, self._env_kwargs = env_id, env_kwargs
-        self._link: _Link | None = None
+        self._link: Link | None = None
         self._session = -1
         self._broken: str | None = None
         self.system_prompt: str | None = None
@@ -335,7 +173,7 @@ class NetworkEnv:
             "create", self._session, env=self._env_id, kwargs=self._env_kwargs
         )
         reset = self._link.request("reset", self._session, seed=seed, options=options)
-        reset.add_done_callback(_retrieve)  # fails too when the create fails
+        reset.add_done_callback(ignore_failure)  # fails too when the create fails
         await self._call(created)
         return self._started(await self._call(reset))
 
@@ -367,7 +205,7 @@ class NetworkEnv:
         obs, reward, terminated, truncated, info, action = answer
         return action, (obs, reward, terminated, truncated, info)
 
-    def _open_link(self) -> _Link:
+    def _open_link(self) -> Link:
         self._check()
         if self._link is None:
             raise EnvServerError("step before reset")
@@ -398,7 +236,7 @@ class _LoopState:
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
         self.connecting = asyncio.Lock()
-        self.link: _Link | None = None
+        self.link: Link | None = None
         self.free: dict[tuple, list[NetworkEnv]] = defaultdict(list)
         self.last_failure = (-float("inf"), "")
 
@@ -444,7 +282,7 @@ class EnvServerClient:
             state = self._state = _LoopState(loop)
         return state
 
-    async def link(self) -> _Link:
+    async def link(self) -> Link:
         """The live connection of the running event loop, opened (or reopened) on demand."""
         state = self._loop_state()
         async with state.connecting:
@@ -460,28 +298,10 @@ class EnvServerClient:
                     raise
             return state.link
 
-    async def _connect(self) -> _Link:
-        from websockets.asyncio.client import connect
+    async def _connect(self) -> Link:
+        from palaestra.runner.link import open_link
 
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
-        try:
-            ws = await asyncio.wait_for(
-                connect(
-                    self.url,
-                    additional_headers=headers,
-                    max_size=None,
-                    compression=None,
-                    ping_interval=20,
-                    ping_timeout=max(20.0, self.timeout_s),
-                ),
-                self.connect_timeout_s,
-            )
-        except (OSError, TimeoutError) as exc:
-            raise EnvServerError(f"cannot reach the env server at {self.url}: {exc!r}") from exc
-        except Exception as exc:  # the handshake was refused (bad token, wrong path, full)
-            raise EnvServerError(f"env server at {self.url} refused the connection: {exc}") from exc
-        limit = ws.response.headers.get(ACTION_LIMIT_HEADER)
-        return _Link(ws, self.timeout_s, int(limit) if limit and limit.isdigit() else None)
+        return await open_link(self.url, self.token, self.timeout_s, self.connect_timeout_s)
 
     def acquire(self, task: Task) -> NetworkEnv:
         try:
