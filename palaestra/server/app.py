@@ -21,11 +21,8 @@ from palaestra.runner.network import ACTION_LIMIT_HEADER
 from palaestra.server.access import BearerAuth
 from palaestra.server.connection import Connection
 from palaestra.server.sessions import SessionTable
+from palaestra.server.websocket import SOCKET_EXTENSION
 from palaestra.server.wire import OPS
-
-ABORT_EXTENSION = "palaestra.abort"
-"""ASGI scope extension (set by :mod:`palaestra.server.run`): a function that drops the
-connection's socket at once."""
 
 CLOSE_REASONS = ("client", "idle", "disconnect", "shutdown")
 DROP_REASONS = ("idle", "unread")
@@ -65,10 +62,13 @@ def create_app(table: SessionTable, *, token: str | None = None) -> FastAPI:
             message = f"the server is at its limit of {limit} connections; try again later"
             await _refuse(websocket, message)
             return
+        socket = websocket.scope.get("extensions", {}).get(SOCKET_EXTENSION)
+        if socket is None:
+            await _refuse(websocket, "sessions need the server of palaestra.server.build_server")
+            return
         limit_header = (ACTION_LIMIT_HEADER.encode(), str(table.limits.max_action_bytes).encode())
         await websocket.accept(headers=[limit_header])
-        abort = websocket.scope.get("extensions", {}).get(ABORT_EXTENSION)
-        connection = Connection(websocket, table, abort)
+        connection = Connection(websocket, socket, table)
         connections.add(connection)
         try:
             await connection.serve()

@@ -17,9 +17,8 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palaestra.runner.network import FRAME_BYTES, encode_frame, encode_message
 from palaestra.server.sessions import SessionKey, SessionTable
@@ -31,6 +30,9 @@ from palaestra.server.wire import (
     is_index,
     parse_request,
 )
+
+if TYPE_CHECKING:
+    from palaestra.server.websocket import DirectSocket
 
 logger = logging.getLogger(__name__)
 
@@ -51,29 +53,28 @@ _numbers = itertools.count()
 class Connection:
     """One client: reads request frames, runs them, sends the answers back in frames.
 
-    ``abort`` drops the socket at once (without it, a dropped connection waits for the
-    socket to close)."""
+    Frames come and go through ``socket`` (:class:`~palaestra.server.websocket.DirectSocket`),
+    in the event loop's callbacks; ``websocket`` (the ASGI one) serves the closing handshake
+    and tells when the client has gone."""
 
-    def __init__(
-        self, websocket: Any, table: SessionTable, abort: Callable[[], None] | None = None
-    ):
+    def __init__(self, websocket: Any, socket: DirectSocket, table: SessionTable):
         self.websocket = websocket
+        self.socket = socket
         self.table = table
         self.limits = table.limits
-        self.abort = abort
         self.number = next(_numbers)
         self.sessions: set[int] = set()
         """Numbers of the sessions opened (or being opened) on this connection."""
         self.last_active = time.monotonic()
         self.closing: str | None = None
+        self._loop = asyncio.get_running_loop()
         self._queues: dict[int, deque[Request]] = {}
         self._queued = 0
         self._last_id = -1
         self._running: set[asyncio.Future[Any]] = set()
         self._outbox: list[str] = []
         self._outbox_bytes = 0
-        self._sending_bytes = 0
-        self._wake = asyncio.Event()
+        self._flush_scheduled = False
         self._task: asyncio.Task[Any] | None = None
         self._closer: asyncio.Future[None] | None = None
         self._batch: list[dict[str, Any]] | None = None
@@ -96,23 +97,17 @@ class Connection:
     async def serve(self) -> None:
         """Serve until the client leaves or the connection is dropped."""
         self._task = asyncio.current_task()
-        writer = asyncio.create_task(self._write())
+        self.socket.attach(self._frame_received)
         try:
             while self.closing is None:
-                message = await self.websocket.receive()
+                message = await self.websocket.receive()  # frames come through the socket
                 if message["type"] == "websocket.disconnect":
                     break
-                self.last_active = time.monotonic()
-                text = message.get("text")
-                if text is None:
-                    self._refuse(None, "frames are JSON text (a list of requests), not binary")
-                else:
-                    self._read_frame(text)
+                self._frame_received(message.get("text"))  # one that came before attach
         except asyncio.CancelledError:
             if self.closing is None:
                 raise
         finally:
-            writer.cancel()
             for future in list(self._running):
                 future.cancel()
             for number in self.sessions:
@@ -136,12 +131,17 @@ class Connection:
                 raise ConnectionAbortedError
             await asyncio.wait_for(self.websocket.close(1000, message), CLOSE_TIMEOUT_S)
         except Exception:  # the client does not read, or is gone
-            if self.abort is not None:
-                self.abort()
+            self.socket.abort()
         if self._task is not None:
             self._task.cancel()
 
-    def _read_frame(self, text: str) -> None:
+    def _frame_received(self, text: str | None) -> None:
+        if self.closing is not None:
+            return
+        self.last_active = time.monotonic()
+        if text is None:
+            self._refuse(None, "frames are JSON text (a list of requests), not binary")
+            return
         try:
             requests = json.loads(text)
         except ValueError:
@@ -310,32 +310,27 @@ class Connection:
             return
         self._outbox.append(text)
         self._outbox_bytes += len(text)  # JSON text is ASCII: characters are bytes
-        if self._outbox_bytes + self._sending_bytes > self.limits.max_unread_bytes:
+        if self._outbox_bytes + self.socket.unsent_bytes() > self.limits.max_unread_bytes:
             self.drop(
                 "unread",
                 f"more than {self.limits.max_unread_bytes} bytes of answers unread",
                 reads=False,
             )
             return
-        self._wake.set()
+        if not self._flush_scheduled:  # answers given in this turn of the loop go together
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
-    async def _write(self) -> None:
-        try:
-            while True:
-                await self._wake.wait()
-                self._wake.clear()
-                while self._outbox:
-                    texts = self._take_frame()
-                    await self.websocket.send_text("[" + ",".join(texts) + "]")
-                    self._sending_bytes = 0
-        except Exception:  # the socket is gone; serve() ends with it
-            return
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        while self._outbox and self.closing is None:
+            self.socket.send("[" + ",".join(self._take_frame()) + "]")
 
     def _take_frame(self) -> list[str]:
         """The answers of the next frame (about :data:`FRAME_BYTES` at most)."""
         if self._outbox_bytes <= FRAME_BYTES:
             texts, self._outbox = self._outbox, []
-            self._sending_bytes, self._outbox_bytes = self._outbox_bytes, 0
+            self._outbox_bytes = 0
             return texts
         size = count = 0
         for text in self._outbox:
@@ -345,7 +340,6 @@ class Connection:
             count += 1
         texts = self._outbox[:count]
         del self._outbox[:count]
-        self._sending_bytes = size
         self._outbox_bytes -= size
         return texts
 

@@ -59,6 +59,7 @@ def build_server(
     import uvicorn
 
     from palaestra.server.app import create_app
+    from palaestra.server.websocket import SessionsProtocol
 
     limits = limits or ServerLimits()
     table = SessionTable(
@@ -72,7 +73,7 @@ def build_server(
         host=host,
         port=port,
         log_level=log_level,
-        ws=_abortable_websockets(),
+        ws=SessionsProtocol,
         # JSON escapes can make an action's text up to 6 times its UTF-8 size.
         ws_max_size=max(MAX_FRAME_BYTES, 6 * limits.max_action_bytes + FRAME_BYTES),
         ws_per_message_deflate=False,
@@ -103,25 +104,3 @@ def serving(env_patterns: Sequence[str] = (), **options: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join()
 
-
-def _abortable_websockets() -> type:
-    """uvicorn's WebSocket protocol, giving the app a way to drop a connection at once (a
-    client that does not read would otherwise keep its socket, and the answers in it)."""
-    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
-
-    from palaestra.server.app import ABORT_EXTENSION
-
-    class AbortableWebSockets(WebSocketsSansIOProtocol):
-        def handle_connect(self, event: Any) -> None:
-            super().handle_connect(event)
-            scope = getattr(self, "scope", None)  # absent when the handshake was refused
-            if scope is not None:
-                scope["extensions"][ABORT_EXTENSION] = self.transport.abort
-
-        async def send(self, message: Any) -> None:
-            await super().send(message)
-            if message["type"] == "websocket.http.response.body" and not message.get("more_body"):
-                # A refused handshake (401, 503) is complete; uvicorn would log it as an error.
-                self.handshake_complete = True
-
-    return AbortableWebSockets
