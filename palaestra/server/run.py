@@ -103,4 +103,3 @@ def serving(env_patterns: Sequence[str] = (), **options: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join()
-

@@ -28,7 +28,7 @@ from palaestra.runner.network import METADATA, NO_SESSION, PLAYED_BY
 from palaestra.runner.process import ProcessEnvPool, RemoteEnv
 from palaestra.runner.tasks import Task
 from palaestra.server.access import KwargsAllowList
-from palaestra.server.stepping import Completions, SessionThread, Stepping
+from palaestra.server.stepping import SessionThread, Stepping, ThreadBridge
 from palaestra.server.wire import Request, RequestError, check_size
 
 logger = logging.getLogger(__name__)
@@ -250,7 +250,7 @@ class SessionTable:
         self.creating: set[SessionKey] = set()
         self.counters: Counter[str] = Counter()
         self.started = time.monotonic()
-        self._completions: Completions | None = None
+        self._bridge: ThreadBridge | None = None
         self._pool: ProcessEnvPool | None = None
         self._kinds_inline: dict[str, bool] = {}
 
@@ -340,9 +340,9 @@ class SessionTable:
         self, key: SessionKey, env_id: str, kwargs: dict[str, Any]
     ) -> LocalSession:
         """Build the env on a new session thread; inline envs then leave the thread."""
-        if self._completions is None:
-            self._completions = Completions(asyncio.get_running_loop())
-        thread = SessionThread(self._completions, f"palaestra-session-{key[0]}.{key[1]}")
+        if self._bridge is None:
+            self._bridge = ThreadBridge(asyncio.get_running_loop())
+        thread = SessionThread(self._bridge, f"palaestra-session-{key[0]}.{key[1]}")
         built: list[Env] = []
         try:
             env = await thread.call(_build, built, env_id, kwargs)
