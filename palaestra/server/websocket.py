@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.protocol import State
 
 SOCKET_EXTENSION = "palaestra.socket"
 """ASGI scope extension of the env server's WebSockets: the connection's
@@ -36,9 +37,9 @@ class DirectSocket:
         """Write one text frame now (the transport buffers what the socket cannot take);
         nothing once the connection is closing."""
         protocol = self._protocol
-        if protocol.close_sent or protocol.disconnected:
-            return
         conn = protocol.conn
+        if protocol.close_sent or protocol.disconnected or conn.state is not State.OPEN:
+            return
         conn.send_text(text.encode())
         protocol.transport.write(b"".join(conn.data_to_send()))
 
