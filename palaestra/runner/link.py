@@ -167,7 +167,7 @@ class Link(asyncio.Protocol):
                     self._frame_received(event)
                 else:
                     self._handshake_done(event)
-        except (ValueError, TypeError) as exc:  # not JSON, or not the protocol's answers
+        except (ValueError, TypeError, AttributeError) as exc:  # not JSON, or not answers
             self._fail(f"sent a malformed frame: {exc!r}")
             return
         self._flush()  # pongs, and the reply to a closing handshake

@@ -94,9 +94,10 @@ async def test_answers_split_into_fragments_are_joined():
         await client.aclose()
 
 
-async def test_a_malformed_answer_fails_the_connection_not_the_client():
+@pytest.mark.parametrize("answer", [b"not json", b'{"id": 0, "ok": 1}', b"[1, 2]"])
+async def test_a_malformed_answer_fails_the_connection_not_the_client(answer: bytes):
     def garbage(protocol: ServerProtocol, requests: list[dict]) -> None:
-        protocol.send_text(b"not json")
+        protocol.send_text(answer)
 
     async with peer(garbage) as url:
         client = EnvServerClient(url, timeout_s=5)
