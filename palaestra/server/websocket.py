@@ -5,7 +5,9 @@ uvicorn hands each frame to the ASGI app through a queue and takes each answer t
 pause and resume of the socket's reading). The sessions endpoint instead attaches to the
 connection's :class:`DirectSocket`: frames reach it in the transport's callback, and its
 answers are framed and written at once. The handshake, the HTTP routes, keepalive pings,
-the closing handshake and shutdown stay uvicorn's and ASGI's.
+the closing handshake and shutdown stay uvicorn's and ASGI's. Should a uvicorn release stop
+calling the hook overridden here, frames would reach the connection through ASGI's queue,
+which it still reads: slower, not wrong.
 """
 
 from __future__ import annotations
