@@ -103,7 +103,7 @@ class Connection:
                 message = await self.websocket.receive()  # frames come through the socket
                 if message["type"] == "websocket.disconnect":
                     break
-                self._frame_received(message.get("text"))  # one queued for ASGI before attach
+                self._frame_received(message.get("text"))  # one that came through ASGI
         except asyncio.CancelledError:
             if self.closing is None:
                 raise

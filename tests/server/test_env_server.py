@@ -104,6 +104,24 @@ async def test_late_answer_after_a_client_timeout_is_not_taken_for_the_next(env_
     await host.aclose()
 
 
+def test_frames_that_come_through_asgi_are_served_too(monkeypatch):
+    """Should uvicorn stop calling the hook the server overrides, frames reach the connection
+    through ASGI's queue: slower, still served."""
+    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+    from palaestra.server.websocket import SessionsProtocol
+
+    monkeypatch.setattr(
+        SessionsProtocol,
+        "send_receive_event_to_app",
+        WebSocketsSansIOProtocol.send_receive_event_to_app,
+    )
+    with running_server() as url:
+        runner = Runner(PolicyAgent(lambda obs: "x"), max_turns=3, host=EnvServerClient(url))
+        episodes = runner.run(make_tasks(["test:Echo-v0"], range(4)))
+    assert [(e.error, e.num_turns) for e in episodes] == [(None, 3)] * 4
+
+
 def test_slow_server_errors_the_episode_instead_of_hanging(env_server):
     runner = Runner(
         PolicyAgent(lambda obs: "sleep:5"),
