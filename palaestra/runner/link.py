@@ -144,9 +144,6 @@ class Link(asyncio.Protocol):
         if self.alive:
             self.request(op, session, **fields).add_done_callback(ignore_failure)
 
-    async def close(self) -> None:
-        self._fail("connection closed by the client")
-
     def abort(self) -> None:
         """Drop the socket at once (the server then closes this connection's sessions)."""
         self._fail("connection closed by the client")
@@ -231,8 +228,8 @@ class Link(asyncio.Protocol):
         self._flush()
 
     def _flush(self) -> None:
-        """Write what the protocol has to send (the transport buffers it past the socket's
-        room, and the write pause is timed)."""
+        """Write what the protocol has queued (the transport buffers what the socket cannot
+        take yet)."""
         data = self.protocol.data_to_send()
         transport = self._transport
         if data and transport is not None and not transport.is_closing():
@@ -265,7 +262,8 @@ class Link(asyncio.Protocol):
         pinged_at = self._pinged_at
         if pinged_at is not None and self._last_received < pinged_at:
             if now - pinged_at >= max(PING_INTERVAL_S, self.timeout_s):
-                self._fail(f"sent nothing for {now - self._last_received:.0f} s, pings neither")
+                silent = now - self._last_received
+                self._fail(f"sent nothing for {silent:.0f} s, not even a pong")
                 return
         elif self._open and now - self._last_received >= PING_INTERVAL_S:
             self.protocol.send_ping(b"")
@@ -275,7 +273,7 @@ class Link(asyncio.Protocol):
 
     async def _watch_loop(self) -> None:
         try:
-            await asyncio.Event().wait()
+            await self.loop.create_future()  # never done: only cancelled
         except asyncio.CancelledError:
             self._fail("connection closed with its event loop")
             raise

@@ -325,7 +325,7 @@ class EnvServerClient:
         state, self._state = self._state, None
         link = None if state is None else state.link
         if link is not None and link.loop is asyncio.get_running_loop():
-            await link.close()
+            link.abort()
 
     def close(self) -> None:
         """Forget the connection; the server closes its sessions when the socket goes away.

@@ -12,6 +12,7 @@ which it still reads: slower, not wrong.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -77,10 +78,8 @@ class SessionsProtocol(WebSocketsSansIOProtocol):
             return
         text = None
         if self.curr_msg_data_type == "text":
-            try:
+            with contextlib.suppress(UnicodeDecodeError):
                 text = data.decode()
-            except UnicodeDecodeError:
-                text = None
         direct.on_frame(text)
 
     async def send(self, message: Any) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("websockets", reason="the env server needs the 'serve' extra")
 
-from websockets.frames import Frame
+from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 from websockets.server import ServerProtocol
 
@@ -38,7 +38,7 @@ async def peer(answer: Answer | None) -> AsyncIterator[str]:
             for event in protocol.events_received():
                 if not isinstance(event, Frame):
                     protocol.send_response(protocol.accept(event))
-                elif answer is not None and event.opcode.name == "TEXT":
+                elif answer is not None and event.opcode is Opcode.TEXT:
                     answer(protocol, json.loads(event.data))
             writer.write(b"".join(protocol.data_to_send()))
             if answer is None and protocol.state is State.OPEN:
