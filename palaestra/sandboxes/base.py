@@ -97,6 +97,7 @@ class Sandbox(Protocol):
         files: Mapping[str, str] | None = None,
         timeout: float = 5.0,
         memory_mb: int | None = None,
+        max_output_bytes: int | None = None,
     ) -> ExecResult: ...
 
     async def arun(
@@ -107,6 +108,7 @@ class Sandbox(Protocol):
         files: Mapping[str, str] | None = None,
         timeout: float = 5.0,
         memory_mb: int | None = None,
+        max_output_bytes: int | None = None,
     ) -> ExecResult: ...
 
     def session(self) -> SandboxSession: ...
@@ -143,6 +145,7 @@ class SandboxBase(_ClosedOnExit):
         files: Mapping[str, str] | None = None,
         timeout: float = 5.0,
         memory_mb: int | None = None,
+        max_output_bytes: int | None = None,
     ) -> ExecResult:
         raise NotImplementedError
 
@@ -154,10 +157,17 @@ class SandboxBase(_ClosedOnExit):
         files: Mapping[str, str] | None = None,
         timeout: float = 5.0,
         memory_mb: int | None = None,
+        max_output_bytes: int | None = None,
     ) -> ExecResult:
         """Async twin of ``run`` (the wait happens in a worker thread)."""
         return await asyncio.to_thread(
-            self.run, code, stdin=stdin, files=files, timeout=timeout, memory_mb=memory_mb
+            self.run,
+            code,
+            stdin=stdin,
+            files=files,
+            timeout=timeout,
+            memory_mb=memory_mb,
+            max_output_bytes=max_output_bytes,
         )
 
     def close(self) -> None:
@@ -195,10 +205,15 @@ def check_run_arguments(timeout: float, files: Mapping[str, str] | None) -> dict
     return checked
 
 
-def run_limits(limits: Limits, timeout: float, memory_mb: int | None) -> dict[str, int]:
-    """The limits of one run: CPU time no longer than the timeout, ``memory_mb`` if given."""
+def run_limits(
+    limits: Limits, timeout: float, memory_mb: int | None, max_output_bytes: int | None = None
+) -> dict[str, int]:
+    """The limits of one run: CPU time no longer than the timeout, ``memory_mb`` and
+    ``max_output_bytes`` (the cap on each of stdout and stderr) if given."""
     chosen = dict(limits.__dict__)
     chosen["cpu_seconds"] = min(limits.cpu_seconds, math.ceil(timeout) + 1)
     if memory_mb is not None:
         chosen["memory_mb"] = Limits(memory_mb=memory_mb).memory_mb
+    if max_output_bytes is not None:
+        chosen["max_output_bytes"] = Limits(max_output_bytes=max_output_bytes).max_output_bytes
     return chosen

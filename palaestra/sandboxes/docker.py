@@ -255,14 +255,16 @@ class DockerSandbox(WorkerPoolSandbox):
             self._client, self._container_config, self._worker_config, self._env
         )
 
-    def _limits_for(self, timeout: float, memory_mb: int | None) -> dict[str, int]:
+    def _limits_for(
+        self, timeout: float, memory_mb: int | None, max_output_bytes: int | None = None
+    ) -> dict[str, int]:
         if memory_mb is not None and memory_mb > self.limits.memory_mb:
             raise ValueError(
                 f"memory_mb={memory_mb} is above this sandbox's container limit "
                 f"(Limits.memory_mb={self.limits.memory_mb}); create the DockerSandbox "
                 f"with limits=Limits(memory_mb={memory_mb})"
             )
-        return super()._limits_for(timeout, memory_mb)
+        return super()._limits_for(timeout, memory_mb, max_output_bytes)
 
     def close(self) -> None:
         """Remove the idle containers; runs in flight finish first."""

@@ -159,10 +159,11 @@ class E2BSandbox(SandboxBase):
         files: Mapping[str, str] | None = None,
         timeout: float = 5.0,
         memory_mb: int | None = None,
+        max_output_bytes: int | None = None,
     ) -> ExecResult:
         """Run ``code`` as ``__main__`` in a fresh directory (``files`` in it, on ``sys.path``)."""
         checked = check_run_arguments(timeout, files)
-        limits = run_limits(self.limits, timeout, memory_mb)
+        limits = run_limits(self.limits, timeout, memory_mb, max_output_bytes)
         run_dir = f"{BASE_DIR}/run-{uuid.uuid4().hex}"
         box = self._pool.acquire()
         started = time.monotonic()
@@ -196,7 +197,7 @@ class E2BSandbox(SandboxBase):
     def _execute(
         self, box: Any, run_dir: str, limits: Mapping[str, int], timeout: float, started: float
     ) -> ExecResult:
-        stdout, stderr = (_CappedText(self.limits.max_output_bytes) for _ in range(2))
+        stdout, stderr = (_CappedText(limits["max_output_bytes"]) for _ in range(2))
         exit_code, host_timeout = 0, False
         try:
             box.commands.run(

@@ -267,8 +267,10 @@ class WorkerPoolSandbox(SandboxBase, ABC):
     def _job(self, **fields: Any) -> dict[str, Any]:
         return {"id": next(_request_ids), "env": self._env, "files": {}, "stdin": "", **fields}
 
-    def _limits_for(self, timeout: float, memory_mb: int | None) -> dict[str, int]:
-        return run_limits(self.limits, timeout, memory_mb)
+    def _limits_for(
+        self, timeout: float, memory_mb: int | None, max_output_bytes: int | None = None
+    ) -> dict[str, int]:
+        return run_limits(self.limits, timeout, memory_mb, max_output_bytes)
 
     def run(
         self,
@@ -278,11 +280,13 @@ class WorkerPoolSandbox(SandboxBase, ABC):
         files: Mapping[str, str] | None = None,
         timeout: float = 5.0,
         memory_mb: int | None = None,
+        max_output_bytes: int | None = None,
     ) -> ExecResult:
         """Run ``code`` as a fresh ``__main__`` in a private work dir; never raises for bad code.
 
         ``files`` (relative path -> text) are written into the work dir first; the dir is on
         ``sys.path``, so the code can import them. ``stdin`` is the program's standard input.
+        ``memory_mb`` and ``max_output_bytes`` replace this sandbox's limits for this run.
         """
         checked = check_run_arguments(timeout, files)
         started = time.monotonic()
@@ -292,7 +296,7 @@ class WorkerPoolSandbox(SandboxBase, ABC):
             files=checked,
             timeout=timeout,
             session=False,
-            limits=self._limits_for(timeout, memory_mb),
+            limits=self._limits_for(timeout, memory_mb, max_output_bytes),
         )
         worker = self._acquire()
         healthy = False
