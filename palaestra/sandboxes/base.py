@@ -16,8 +16,11 @@ class ExecResult:
     """What one execution produced.
 
     ``exit_code`` is the program's exit status (negative: killed by that signal, e.g. -9
-    on timeout). ``truncated`` says stdout or stderr went over the output cap; the text
-    kept is the start of the stream.
+    on timeout). ``memory_exceeded`` says the memory limit ended the run, on every backend
+    alike: the out-of-memory killer of its cgroup killed it, or an allocation refused under
+    the limit ended it with an uncaught ``MemoryError`` (:func:`ended_by_memory_error`).
+    ``truncated`` says stdout or stderr went over the output cap; the text kept is the
+    start of the stream.
     """
 
     stdout: str
@@ -42,6 +45,20 @@ class ExecResult:
         if self.exit_code < 0:
             return f"killed by signal {-self.exit_code}"
         return f"exited with status {self.exit_code}"
+
+
+def ended_by_memory_error(exit_code: int, stderr: str) -> bool:
+    r"""Whether a run failed with an uncaught ``MemoryError`` (its traceback's last line).
+
+    >>> ended_by_memory_error(1, "Traceback ...\nMemoryError\n")
+    True
+    >>> ended_by_memory_error(0, "MemoryError\n")
+    False
+    """
+    if exit_code == 0:
+        return False
+    last = stderr.rstrip().rpartition("\n")[2]
+    return last.startswith("MemoryError")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from palaestra.sandboxes.base import (
     SandboxBase,
     SessionBase,
     check_run_arguments,
+    ended_by_memory_error,
     run_limits,
 )
 from palaestra.sandboxes.pool import HOST_GRACE_SECONDS, WarmPool, failure
@@ -92,11 +93,6 @@ class _CappedText:
     @property
     def text(self) -> str:
         return "".join(self.parts)
-
-
-def _memory_error(stderr: str) -> bool:
-    tail = stderr.strip().splitlines()[-1:] or [""]
-    return tail[0].startswith("MemoryError")
 
 
 class E2BSandbox(SandboxBase):
@@ -218,7 +214,7 @@ class E2BSandbox(SandboxBase):
             stderr=stderr.text,
             exit_code=-9 if timed_out else exit_code,
             timed_out=timed_out,
-            memory_exceeded=_memory_error(stderr.text),
+            memory_exceeded=ended_by_memory_error(exit_code, stderr.text),
             duration=duration,
             truncated=stdout.truncated or stderr.truncated,
         )

@@ -26,6 +26,7 @@ from palaestra.sandboxes.base import (
     SandboxBase,
     SessionBase,
     check_run_arguments,
+    ended_by_memory_error,
     run_limits,
 )
 
@@ -120,12 +121,13 @@ def failure(message: str, started: float) -> ExecResult:
 
 
 def _to_result(reply: dict[str, Any]) -> ExecResult:
+    stderr, exit_code = reply["stderr"], reply["exit_code"]
     return ExecResult(
         stdout=reply["stdout"],
-        stderr=reply["stderr"],
-        exit_code=reply["exit_code"],
+        stderr=stderr,
+        exit_code=exit_code,
         timed_out=reply["timed_out"],
-        memory_exceeded=reply["memory_exceeded"],
+        memory_exceeded=reply["memory_exceeded"] or ended_by_memory_error(exit_code, stderr),
         duration=reply["duration"],
         truncated=reply["truncated"],
     )
