@@ -2,9 +2,11 @@
 
 Token-in, token-out: it continues ``Conversation.prompt_ids`` and reports the sampled ids and
 their logprobs, so the runner's token sequence is exact. Concurrent requests (the runner's
-episodes in flight) are decoded together by one worker thread, with continuous batching
-(:mod:`palaestra.agents.hf_decode`): a request that arrives while others are decoding joins
-them at the next decode step, and a finished one leaves at once. Every row of a step is
+episodes in flight) are decoded together by one generation thread, with continuous batching
+in fixed slots (:mod:`palaestra.agents.hf_decode`): a request that arrives while others are
+decoding joins them at the next decode step, and a finished one leaves at once. The thread
+lives as long as the agent (``aclose`` ends it), so what attention backends cache per thread
+and per shape stays warm from one rollout to the next. Every row of a step is
 sampled with a few batched tensor operations, from the request's own stream of uniforms
 seeded from the episode (:mod:`palaestra.agents.hf_sampling`), so a completion does not depend
 on which other requests shared its steps (up to float rounding of the logits; see there).
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import weakref
 from collections import Counter
 from typing import Any
 
@@ -23,8 +26,9 @@ from palaestra.agents.devices import resolve_device
 from palaestra.agents.hf_decode import DecodeRequest, RunningDecode
 from palaestra.core.messages import continues_message
 
-_WORKER_IDLE_S = 5.0
-"""How long the generation thread waits for a request before it exits (a new one restarts it)."""
+_STOP = None
+"""Put on the request queue by ``aclose`` (or when the agent is garbage-collected): the
+generation thread ends once the decode running then is done."""
 
 
 class HFAgent:
@@ -35,7 +39,7 @@ class HFAgent:
     when there is one; the default), ``cpu``, ``cuda`` or ``cuda:N``. Up to ``max_batch``
     requests are decoded together; a decode that starts waits ``gather_s`` seconds for
     more requests after each that arrives. ``top_k`` narrows sampling to the k most likely
-    tokens (before ``sampling.top_p``).
+    tokens (before ``sampling.top_p``). ``await agent.aclose()`` ends its generation thread.
 
     >>> agent = HFAgent("path/to/model", sampling=Sampling(max_tokens=64))  # doctest: +SKIP
     """
@@ -78,9 +82,11 @@ class HFAgent:
         self.gather_s = gather_s
         self.step_rows: Counter[int] = Counter()
         """How many decode steps ran with each number of rows (prefills not counted)."""
-        self._requests: queue.SimpleQueue[DecodeRequest] = queue.SimpleQueue()
+        self._requests: queue.SimpleQueue[DecodeRequest | None] = queue.SimpleQueue()
         self._worker_lock = threading.Lock()
         self._worker: threading.Thread | None = None
+        self._closed = False
+        weakref.finalize(self, self._requests.put, _STOP)
         self._swap = threading.Condition()  # a weight load waits for the running decode
         self._loads_waiting = 0
         self._decoding = False
@@ -103,13 +109,28 @@ class HFAgent:
             self.sampling.tokens_for(conversation),
         )
         with self._worker_lock:
+            if self._closed:
+                raise RuntimeError("this HFAgent was closed (aclose); make a new one")
             self._requests.put(request)
             if self._worker is None:
                 self._worker = threading.Thread(
-                    target=self._serve, name="palaestra-hf-generate", daemon=True
+                    target=_generation_thread,
+                    args=(weakref.ref(self), self._requests),
+                    name="palaestra-hf-generate",
+                    daemon=True,
                 )
                 self._worker.start()
         return await asyncio.wrap_future(request.result)
+
+    async def aclose(self) -> None:
+        """End the generation thread once the requests already made are answered; the agent
+        takes no more."""
+        with self._worker_lock:
+            self._closed = True
+            worker = self._worker
+            self._requests.put(_STOP)
+        if worker is not None:
+            await asyncio.to_thread(worker.join)
 
     def load_weights(self, state_dict: dict[str, Any]) -> None:
         """Copy ``state_dict`` into the model between two decodes: running completions finish
@@ -124,9 +145,8 @@ class HFAgent:
                 self._loads_waiting -= 1
                 self._swap.notify_all()
 
-    def _serve(self) -> None:
-        """The generation thread: decode the requests that come until idle."""
-        decode = RunningDecode(
+    def _new_decode(self) -> RunningDecode:
+        return RunningDecode(
             self.model,
             self.tokenizer,
             sampling=self.sampling,
@@ -134,63 +154,46 @@ class HFAgent:
             device=self.device,
             top_k=self.top_k,
         )
+
+    def _decode_until_idle(self, decode: RunningDecode, first: DecodeRequest) -> None:
+        """Decode ``first``, the requests gathered with it and those that join it, until no
+        row is left."""
+        self._set_decoding(True)  # after any weight load waiting for it
         try:
-            while self._serve_step(decode):
-                pass
-        finally:
-            decode.fail_all(RuntimeError("the HF agent's generation thread stopped"))
-            self._set_decoding(False)
-            # An idle exit has already cleared the slot; after a crash, clearing it lets the
-            # next request start a new thread.
-            with self._worker_lock:
-                if self._worker is threading.current_thread():
-                    self._worker = None
-
-    def _serve_step(self, decode: RunningDecode) -> bool:
-        """Admit waiting requests, decode one step, hand out finished completions; False
-        once idle (the thread then ends)."""
-        joining = self._joining(decode)
-        if joining is None:
-            return False
-        if joining:
-            try:
-                decode.admit(joining)
-            except Exception as exc:  # only the requests that failed to join hear of it
-                for request in joining:
-                    request.result.set_exception(exc)
-            _finish(decode)
-        if decode.rows:
-            self.step_rows[len(decode.rows)] += 1
-            try:
-                decode.step()
-            except Exception as exc:  # every running completion hears of it
-                decode.fail_all(exc)
-            _finish(decode)
-        if not decode.rows:
-            self._set_decoding(False)
-        return True
-
-    def _joining(self, decode: RunningDecode) -> list[DecodeRequest] | None:
-        """The requests that join ``decode`` now ([] for none); None once idle. Waits for a
-        request when nothing is running; while a weight load waits, none joins a running
-        decode. Requests whose episode was cancelled meanwhile are dropped; the others can
-        no longer be."""
-        if decode.rows:
-            if not decode.joins_running or self._load_waiting():
-                return []
-            joining = self._take(self.max_batch - len(decode.rows), wait_s=0.0)
-        else:
-            try:
-                first = self._requests.get(timeout=_WORKER_IDLE_S)
-            except queue.Empty:
-                with self._worker_lock:
-                    if self._requests.empty():
-                        self._worker = None
-                        return None
-                return []
-            self._set_decoding(True)  # after any weight load waiting for it
             joining = [first, *self._take(self.max_batch - 1, wait_s=self.gather_s)]
-        return [request for request in joining if request.result.set_running_or_notify_cancel()]
+            while True:
+                self._admit(decode, joining)
+                if not decode.rows:
+                    return
+                self.step_rows[len(decode.rows)] += 1
+                try:
+                    decode.step()
+                except Exception as exc:  # every running completion hears of it
+                    decode.fail_all(exc)
+                _finish(decode)
+                joining = self._joining(decode)
+        finally:
+            self._set_decoding(False)
+
+    def _admit(self, decode: RunningDecode, joining: list[DecodeRequest]) -> None:
+        """Add the requests of ``joining`` whose episode was not cancelled meanwhile (the
+        others can no longer be); only those hear of an error in their prefill."""
+        joining = [request for request in joining if request.result.set_running_or_notify_cancel()]
+        if not joining:
+            return
+        try:
+            decode.admit(joining)
+        except Exception as exc:
+            for request in joining:
+                request.result.set_exception(exc)
+        _finish(decode)
+
+    def _joining(self, decode: RunningDecode) -> list[DecodeRequest]:
+        """The requests that join the running ``decode`` now; none while a weight load waits
+        (or when its cache takes no rows that join)."""
+        if not decode.rows or not decode.joins_running or self._load_waiting():
+            return []
+        return self._take(self.max_batch - len(decode.rows), wait_s=0.0)
 
     def _take(self, count: int, *, wait_s: float) -> list[DecodeRequest]:
         """Up to ``count`` waiting requests, each waited for up to ``wait_s`` seconds."""
@@ -200,9 +203,12 @@ class HFAgent:
                 request = (
                     self._requests.get(timeout=wait_s) if wait_s else self._requests.get_nowait()
                 )
-                taken.append(request)
             except queue.Empty:
                 break
+            if request is _STOP:  # for the thread's loop, once this decode is done
+                self._requests.put(_STOP)
+                break
+            taken.append(request)
         return taken
 
     def _load_waiting(self) -> bool:
@@ -215,6 +221,30 @@ class HFAgent:
                 self._swap.wait_for(lambda: not self._loads_waiting)
             self._decoding = decoding
             self._swap.notify_all()
+
+
+def _generation_thread(
+    agent_ref: weakref.ref[HFAgent], requests: queue.SimpleQueue[DecodeRequest | None]
+) -> None:
+    """Serve the agent's requests until ``aclose`` (or until the agent is garbage-collected);
+    between two decodes the thread holds the agent only weakly."""
+    decode: RunningDecode | None = None
+    try:
+        while (first := requests.get()) is not _STOP:
+            agent = agent_ref()
+            if agent is None:
+                break
+            decode = decode or agent._new_decode()
+            agent._decode_until_idle(decode, first)
+            del agent
+    finally:
+        if decode is not None:
+            decode.fail_all(RuntimeError("the HF agent's generation thread stopped"))
+        agent = agent_ref()
+        if agent is not None:  # after a crash, the next request starts a new thread
+            with agent._worker_lock:
+                if agent._worker is threading.current_thread():
+                    agent._worker = None
 
 
 def _finish(decode: RunningDecode) -> None:

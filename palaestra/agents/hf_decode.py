@@ -1,18 +1,19 @@
 """The HF agent's running decode: requests join between two decode steps and leave when done.
 
-The rows decoded together share one KV cache, left-padded to a common width. A request that
-joins is prefilled with the others that arrived with it (its prompt's last position also
-gives its first token), and its cache is appended to the running one; each decode step then
-runs one forward pass over the last token of every row and samples every row's next token
-with :func:`~palaestra.agents.hf_sampling.sample_rows`, with one host sync for the whole step
-(its tokens and logprobs). A row that has sampled a stop token or its ``max_tokens`` leaves
-at once, and the cache columns no remaining row uses are dropped.
+For models whose cache is plain full attention (Qwen2, Llama, Mistral without a sliding
+window, ...) and whose attention takes an additive mask (``sdpa``, ``eager``), the rows decode
+in the fixed slots of a :class:`~palaestra.agents.hf_slots.SlotCache`, so the steps keep a few
+fixed shapes. Requests that join are prefilled together, left-padded to bucketed shapes (a
+power of two of rows, a multiple of :data:`~palaestra.agents.hf_slots.WIDTH_STEP` of columns;
+the prompt's last position also gives the first token), and their cache is copied into free
+slots; each decode step then runs one forward pass over every slot's last token and samples
+every slot's next token with :func:`~palaestra.agents.hf_sampling.sample_rows`, with one host
+sync for the whole step (its tokens and logprobs). A row that has sampled a stop token or its
+``max_tokens`` frees its slot at once.
 
-Joining a running decode edits the cache's key and value tensors, which is done for caches
-whose layers are all plain ``DynamicLayer`` (full attention: Qwen2, Llama, Mistral without a
-sliding window, ...). For other caches (sliding-window or linear-attention layers) requests
-join only when no row is running, so each decode runs from start to end with the requests
-that arrived together.
+Other caches (sliding-window or linear-attention layers) cannot take rows that join: there
+requests join only when no row is running, and each decode runs the requests that arrived
+together in one batch from start to end (a finished row stays in it, no longer sampled from).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from palaestra.agents.base import Action, Sampling
 from palaestra.agents.hf_sampling import request_uniforms, sample_rows
+from palaestra.agents.hf_slots import SlotCache, bucket_rows, bucket_width
 
 
 @dataclass(slots=True)
@@ -40,6 +42,8 @@ class DecodeRequest:
 @dataclass(slots=True)
 class _Row:
     request: DecodeRequest
+    index: int = 0
+    """Its row of the batch (its slot in a slot cache)."""
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
 
@@ -59,11 +63,32 @@ class _Prefill:
     mask: Any
     tokens: Any
     uniforms: Any
-    sampled: Any
+
+
+class _WholeBatch:
+    """The cache of one prefill, decoded from start to end (for caches that cannot take rows
+    that join): a step appends a column to the mask."""
+
+    def __init__(self, prefill: _Prefill) -> None:
+        self.cache, self.mask = prefill.cache, prefill.mask
+        self.positions = prefill.mask.sum(dim=-1)
+        self.occupied = self.positions.new_ones(len(prefill.rows))
+
+    def step_inputs(self) -> tuple[Any, Any]:
+        import torch
+
+        self.mask = torch.cat([self.mask, self.mask.new_ones((self.mask.shape[0], 1))], dim=1)
+        return self.mask, self.positions[:, None]
+
+    def advance(self) -> None:
+        self.positions = self.positions + 1
+
+    def free(self, rows: list[int]) -> None:
+        self.occupied[self.occupied.new_tensor(rows)] = 0
 
 
 class RunningDecode:
-    """Rows decoded together with one KV cache (see the module docstring).
+    """Rows decoded together (see the module docstring).
 
     ``admit`` prefills new requests and adds them, ``step`` decodes one token for every row,
     ``pop_finished`` removes the rows that are done and returns their actions.
@@ -87,8 +112,9 @@ class RunningDecode:
         self.pad_id = 0  # padding is masked out: any id of the vocabulary does
         self.device = device
         self.rows: list[_Row] = []
-        self.joins_running = _cache_is_joinable(model)
-        """Whether requests may join while rows are running (else only an empty decode)."""
+        self.joins_running = _cache_is_joinable(model) and _takes_additive_masks(model)
+        """Whether requests may join while rows are running, into slots (else only an empty
+        decode, as one batch)."""
         self._forward_names = _forward_names(model)
         self._reset()
 
@@ -97,42 +123,37 @@ class RunningDecode:
 
         An error in the prefill (e.g. a token id outside the vocabulary) leaves the running
         rows as they were; one while joining them (out of memory) fails them too."""
+        if self.rows and not self.joins_running:
+            raise RuntimeError("this model's cache cannot take rows while others decode")
         prefill = self._prefill(requests)
-        if not self.rows:
-            self._cache, self._mask = prefill.cache, prefill.mask
-            self._last_tokens, self._uniforms = prefill.tokens, prefill.uniforms
-            self._sampled, self._positions = prefill.sampled, prefill.mask.sum(dim=-1)
-        else:
-            try:
-                self._join(prefill)
-            except Exception as exc:  # the running cache may be half-joined
-                self.fail_all(exc)
-                raise
+        try:
+            self._join(prefill)
+        except Exception as exc:  # the running state may be half-joined
+            self.fail_all(exc)
+            raise
         self.rows.extend(prefill.rows)
 
     def step(self) -> None:
         """Decode one token of every row: one forward pass, then one batched sample."""
-        import torch
-
-        ones = self._mask.new_ones((len(self.rows), 1))
-        self._mask = torch.cat([self._mask, ones], dim=1)
-        logits = self._forward(
-            self._last_tokens[:, None], self._mask, self._positions[:, None], self._cache
-        )
-        self._positions = self._positions + 1
+        if isinstance(self._batch, SlotCache):
+            self._batch.reserve(0, 1 + max(row.cached for row in self.rows))
+        mask, positions = self._batch.step_inputs()
+        cache = self._batch if isinstance(self._batch, SlotCache) else self._batch.cache
+        logits = self._forward(self._last_tokens[:, None], mask, positions, cache)
+        self._batch.advance()
         self._last_tokens = self._sample(logits, self.rows, self._uniforms, self._sampled)
-        self._sampled = self._sampled + 1
+        self._sampled = self._sampled + self._batch.occupied
 
     def pop_finished(self) -> list[tuple[DecodeRequest, Action]]:
         """Remove the rows that sampled a stop token or ``max_tokens`` tokens; their actions."""
-        done = [i for i, row in enumerate(self.rows) if self._is_done(row)]
-        if not done:
+        finished = [row for row in self.rows if self._is_done(row)]
+        if not finished:
             return []
-        finished = [self.rows[i] for i in done]
-        keep = sorted(set(range(len(self.rows))) - set(done))
-        self.rows = [self.rows[i] for i in keep]
+        self.rows = [row for row in self.rows if not self._is_done(row)]
         if self.rows:
-            self._keep_rows(keep)
+            freed = [row.index for row in finished]
+            self._batch.free(freed)
+            self._sampled[self._sampled.new_tensor(freed)] = 0
         else:
             self._reset()
         return [(row.request, self._action(row)) for row in finished]
@@ -147,23 +168,71 @@ class RunningDecode:
     # -- internals ------------------------------------------------------------------------
 
     def _reset(self) -> None:
-        self._cache = self._mask = self._positions = self._last_tokens = None
-        self._uniforms = self._sampled = None
+        self._batch: SlotCache | _WholeBatch | None = None
+        self._last_tokens = self._uniforms = self._sampled = None
 
     def _prefill(self, requests: list[DecodeRequest]) -> _Prefill:
+        """Prefill ``requests`` (bucketed for a slot cache: padded with copies of the first
+        prompt to a power of two of rows, and in columns to a step of the slot width) and
+        sample their first tokens."""
         import torch
 
-        ids, mask = _left_padded([r.prompt_ids for r in requests], self.pad_id, self.device)
+        prompts = [request.prompt_ids for request in requests]
+        width = max(len(prompt) for prompt in prompts)
+        if self.joins_running:
+            prompts += [prompts[0]] * (bucket_rows(len(prompts)) - len(prompts))
+            width = bucket_width(width)
+        ids, mask = _left_padded(prompts, width, self.pad_id, self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = _new_cache(self.model)
-        logits = self._forward(ids, mask, positions, cache)
-        rows = [_Row(request) for request in requests]
+        logits = self._forward(ids, mask, positions, cache)[: len(requests)]
+        rows = [_Row(request, index) for index, request in enumerate(requests)]
         count = self.sampling.max_tokens
         uniforms = torch.stack([request_uniforms(r.seed, count) for r in requests])
         uniforms = uniforms.to(self.device)
-        sampled = torch.zeros(len(rows), dtype=torch.long, device=self.device)
-        tokens = self._sample(logits, rows, uniforms, sampled)
-        return _Prefill(rows, cache, mask, tokens, uniforms, sampled + 1)
+        first = torch.zeros(len(rows), dtype=torch.long, device=self.device)
+        tokens = self._sample(logits, rows, uniforms, first)
+        return _Prefill(rows, cache, mask, tokens, uniforms)
+
+    def _join(self, prefill: _Prefill) -> None:
+        """Add the prefilled rows: into free slots of the slot cache, or as the whole batch."""
+        if not self.joins_running:
+            self._batch = _WholeBatch(prefill)
+            self._last_tokens, self._uniforms = prefill.tokens, prefill.uniforms
+            self._sampled = prefill.tokens.new_ones(len(prefill.rows))
+            return
+        layers = [(layer.keys, layer.values) for layer in _layers(prefill.cache)]
+        lengths = [len(row.request.prompt_ids) for row in prefill.rows]
+        if self._batch is None:
+            self._batch = SlotCache(len(layers))
+        columns = max(
+            prefill.mask.shape[1], 1 + max(row.cached for row in self.rows + prefill.rows)
+        )
+        self._batch.reserve(len(self.rows) + len(prefill.rows), columns, like=layers[0][0])
+        self._grow_row_state(self._batch.slots, prefill.uniforms)
+        slots = self._batch.place(layers, lengths)
+        index = self._last_tokens.new_tensor(slots)
+        self._last_tokens[index] = prefill.tokens
+        self._uniforms[index] = prefill.uniforms
+        self._sampled[index] = 1
+        for row, slot in zip(prefill.rows, slots, strict=True):
+            row.index = slot
+
+    def _grow_row_state(self, slots: int, like_uniforms: Any) -> None:
+        """Size the per-slot sampling state (uniforms, last tokens, tokens sampled) to
+        ``slots``, keeping what the running slots hold."""
+        import torch
+
+        if self._last_tokens is not None and self._last_tokens.shape[0] == slots:
+            return
+        zeros = torch.zeros(slots, dtype=torch.long, device=like_uniforms.device)
+        grown = (like_uniforms.new_zeros((slots, like_uniforms.shape[1])), zeros, zeros.clone())
+        if self._last_tokens is not None:
+            for new, old in zip(
+                grown, (self._uniforms, self._last_tokens, self._sampled), strict=True
+            ):
+                new[: old.shape[0]] = old
+        self._uniforms, self._last_tokens, self._sampled = grown
 
     def _forward(self, ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
         """The logits of the last position of each row (rows x vocabulary)."""
@@ -179,9 +248,9 @@ class RunningDecode:
         return out.logits[:, -1, :]
 
     def _sample(self, logits: Any, rows: list[_Row], uniforms: Any, sampled: Any) -> Any:
-        """Sample each row's next token at its uniform number ``sampled`` (its tokens so far),
-        record it with its logprob (one host sync) and return the tokens (on the device, the
-        next step's input)."""
+        """Sample each batch row's next token at its uniform number ``sampled`` (its tokens so
+        far), record those of ``rows`` with their logprobs (one host sync) and return the
+        tokens (on the device, the next step's input)."""
         tokens, logprobs = sample_rows(
             logits,
             uniforms.gather(1, sampled[:, None])[:, 0],
@@ -189,39 +258,11 @@ class RunningDecode:
             top_p=self.sampling.top_p,
             top_k=self.top_k,
         )
-        for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist(), strict=True):
-            row.token_ids.append(token)
-            row.logprobs.append(logprob)
+        token_list, logprob_list = tokens.tolist(), logprobs.tolist()
+        for row in rows:
+            row.token_ids.append(token_list[row.index])
+            row.logprobs.append(logprob_list[row.index])
         return tokens
-
-    def _join(self, prefill: _Prefill) -> None:
-        """Append the prefilled rows' cache, mask and state to the running ones."""
-        import torch
-
-        width = max(self._mask.shape[1], prefill.mask.shape[1])
-        for layer, new in zip(_layers(self._cache), _layers(prefill.cache), strict=True):
-            layer.keys = torch.cat([_pad_left(layer.keys, width), _pad_left(new.keys, width)])
-            layer.values = torch.cat([_pad_left(layer.values, width), _pad_left(new.values, width)])
-        self._mask = torch.cat([_pad_left(self._mask, width), _pad_left(prefill.mask, width)])
-        self._positions = torch.cat([self._positions, prefill.mask.sum(dim=-1)])
-        self._last_tokens = torch.cat([self._last_tokens, prefill.tokens])
-        self._uniforms = torch.cat([self._uniforms, prefill.uniforms])
-        self._sampled = torch.cat([self._sampled, prefill.sampled])
-
-    def _keep_rows(self, keep: list[int]) -> None:
-        """Keep only rows ``keep`` (in order) and drop the leading columns none of them uses."""
-        import torch
-
-        index = torch.tensor(keep, device=self._mask.device)
-        unused = self._mask.shape[1] - max(row.cached for row in self.rows)
-        for layer in _layers(self._cache):
-            layer.keys = layer.keys[index, :, unused:]
-            layer.values = layer.values[index, :, unused:]
-        self._mask = self._mask[index, unused:]
-        self._positions = self._positions[index]
-        self._last_tokens = self._last_tokens[index]
-        self._uniforms = self._uniforms[index]
-        self._sampled = self._sampled[index]
 
     def _is_done(self, row: _Row) -> bool:
         return (
@@ -268,21 +309,16 @@ def _cache_is_joinable(model: Any) -> bool:
     return all(type(layer) is DynamicLayer for layer in _layers(_new_cache(model)))
 
 
-def _pad_left(values: Any, width: int) -> Any:
-    """``values`` (mask: rows x columns; keys/values: rows x heads x columns x size) padded
-    with zeros on the left of its column axis to ``width`` columns."""
+def _takes_additive_masks(model: Any) -> bool:
+    """Whether the model's attention takes a custom additive 4D mask (``sdpa``, ``eager``), as
+    decoding in slots needs."""
+    return getattr(model.config, "_attn_implementation", None) in ("sdpa", "eager")
+
+
+def _left_padded(prompts: list[list[int]], width: int, pad: int, device: Any) -> tuple[Any, Any]:
+    """``prompts`` as one ``(rows, width)`` tensor padded on the left, and its attention mask."""
     import torch
 
-    if values.dim() == 2:
-        return torch.nn.functional.pad(values, (width - values.shape[1], 0))
-    return torch.nn.functional.pad(values, (0, 0, width - values.shape[2], 0))
-
-
-def _left_padded(prompts: list[list[int]], pad: int, device: Any) -> tuple[Any, Any]:
-    """``prompts`` as one ``(rows, longest)`` tensor padded on the left, and its attention mask."""
-    import torch
-
-    width = max(len(prompt) for prompt in prompts)
     input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
     attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
     for row, prompt in enumerate(prompts):

@@ -79,7 +79,8 @@ class HFEngine:
         return time.perf_counter() - started
 
     async def aclose(self) -> None:
-        """Nothing to free: the model belongs to the trainer (or is garbage-collected)."""
+        """End the agent's generation thread (the model belongs to the trainer)."""
+        await self.agent.aclose()
 
 
 class VLLMEngine:
