@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -156,6 +157,26 @@ def _openai_assistant(message: Message, position: int) -> Message:
             for index, call in enumerate(calls)
         ],
     }
+
+
+_REASONING = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
+_REASONING_END = re.compile(r"</think>", re.IGNORECASE)
+
+
+def without_reasoning(text: str) -> str:
+    """``text`` without the model's reasoning (what :func:`action_text` keeps in ``<think>``):
+    every ``<think>...</think>`` block (an unclosed one runs to the end), and everything before
+    a ``</think>`` that no ``<think>`` opened (templates that open the block in the prompt).
+
+    >>> without_reasoning("<think>9:00 or 9:30?</think>Booked for 9:30.")
+    'Booked for 9:30.'
+    >>> without_reasoning("the user wants 9:30</think>Booked for 9:30.")
+    'Booked for 9:30.'
+    """
+    end = _REASONING_END.search(text)
+    if end and "<think>" not in text[: end.start()].lower():
+        text = text[end.end() :]
+    return _REASONING.sub("", text).strip()
 
 
 def action_text(message: Message) -> str:
