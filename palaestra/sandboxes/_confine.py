@@ -27,7 +27,7 @@ import struct
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x20000, 0x4000000, 0x8000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP = 0x10000000, 0x20000000, 0x40000000, 0x2000000  # fmt: skip
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
-PR_SET_CHILD_SUBREAPER, PR_SET_SECCOMP = 36, 22
+PR_SET_CHILD_SUBREAPER, PR_SET_SECCOMP, PR_CAPBSET_DROP = 36, 22, 24
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
@@ -215,7 +215,13 @@ def new_session_keyring() -> None:
 
 
 def drop_capabilities() -> None:
-    """Clear every capability (the runner holds them inside its user namespace)."""
+    """Clear every capability: the bounding set (where this process may), then the
+    effective, permitted and inheritable sets (inside a user namespace the runner holds
+    them all; without one a run that stays root would hold the host's). With
+    ``no_new_privs`` set, no ``execve`` gives any back."""
+    for capability in range(64):
+        with contextlib.suppress(OSError):
+            prctl(PR_CAPBSET_DROP, capability)
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)
     data = (ctypes.c_uint32 * 6)()
     _check(_libc.syscall(SYS["capset"], header, data), "capset")
@@ -343,6 +349,11 @@ DENIED_SYSCALLS = {
     "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260, "mknod": 133, "mknodat": 259,
     "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197,
     "lremovexattr": 198, "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466,
+    # the host's clock and names
+    "adjtimex": 159, "clock_adjtime": 305, "settimeofday": 164, "clock_settime": 227,
+    "sethostname": 170, "setdomainname": 171,
+    # other processes by pidfd (their memory, their reclaim)
+    "process_madvise": 440, "process_mrelease": 448,
 }  # fmt: skip
 METADATA_SYSCALLS = {
     "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
@@ -357,6 +368,23 @@ IPC_SYSCALLS = {
 }  # fmt: skip
 """System V IPC and POSIX message queues: denied too where the code shares the host's IPC
 namespace (their objects would outlive the run and reach the host's)."""
+WATCH_SYSCALLS = {"inotify_init": 253, "inotify_init1": 294, "inotify_add_watch": 254}
+"""Denied too where no mount view hides the host's files: Landlock does not check watches,
+which would report the names and sizes of files in any directory."""
+OWN_PROCESS_SYSCALLS = {
+    "prlimit64": 302, "getpriority": 140, "setpriority": 141, "sched_setparam": 142,
+    "sched_getparam": 143, "sched_setscheduler": 144, "sched_getscheduler": 145,
+    "sched_rr_get_interval": 148, "sched_setaffinity": 203, "sched_getaffinity": 204,
+    "sched_setattr": 314, "sched_getattr": 315, "migrate_pages": 256, "move_pages": 279,
+    "getpgid": 121, "getsid": 124, "get_robust_list": 274,
+}  # fmt: skip
+"""Calls that name a process by its pid (first argument): where the run shares the host's
+PID namespace, allowed for the caller only (pid 0), so that no host process can be
+reniced, re-pinned, limited, or found. ``setpriority``/``getpriority`` and ``ioprio_*``
+take (which, who): only (the process, 0)."""
+_PRIORITY_SYSCALLS = {140: 0, 141: 0, 251: 1, 252: 1}  # number -> "which" of the caller
+_SYS_PIDFD_OPEN, _SYS_FADVISE64, _SYS_MADVISE = 434, 221, 28
+_FADV_DONTNEED, _MADV_COLD, _MADV_PAGEOUT = 4, 20, 21
 _SYS_SOCKET, _SYS_CLONE, _SYS_CLONE3, _SYS_EXIT_GROUP = 41, 56, 435, 231
 _SYS_SECCOMP, _SYS_PIDFD_GETFD = 317, 438
 _AUDIT_ARCH_X86_64 = 0xC000003E
@@ -372,23 +400,39 @@ def seccomp_supported() -> bool:
 
 
 def seccomp_filter(
-    *, unix_sockets: bool, metadata: bool, host_ipc: bool = False, exit_notices: bool = False
+    *,
+    unix_sockets: bool,
+    metadata: bool,
+    host_ipc: bool = False,
+    host_pids: bool = False,
+    exit_notices: bool = False,
 ) -> bytes:
     """A classic-BPF seccomp program (``struct sock_filter[]``) for x86_64.
 
     Denies (EPERM) :data:`DENIED_SYSCALLS`, the x32 ABI, ``clone`` with namespace flags
     and every ``socket()`` but ``AF_UNIX`` (none at all unless ``unix_sockets``);
-    ``clone3`` answers ENOSYS so that libc falls back to the checked ``clone``; with
-    ``metadata`` False also :data:`METADATA_SYSCALLS`, with ``host_ipc`` (no IPC namespace)
-    :data:`IPC_SYSCALLS`. Any other architecture is killed.
-    With ``exit_notices``, ``exit_group`` waits for the supervisor holding the filter's
-    listener (:func:`receive_notice`), which learns the exit status before the kernel
-    tears the process down; without a listener it fails and libc falls back to ``exit``.
+    ``clone3`` answers ENOSYS so that libc falls back to the checked ``clone``;
+    ``posix_fadvise(DONTNEED)`` and ``madvise(COLD | PAGEOUT)`` succeed without evicting
+    anything (the view's files are the host's page cache). With ``metadata`` False also
+    :data:`METADATA_SYSCALLS` and :data:`WATCH_SYSCALLS`, with ``host_ipc`` (no IPC
+    namespace) :data:`IPC_SYSCALLS`, with ``host_pids`` (no PID namespace) ``pidfd_open``
+    and :data:`OWN_PROCESS_SYSCALLS` on any process but the caller. Any other architecture
+    is killed. With ``exit_notices``, ``exit_group`` waits for the supervisor holding the
+    filter's listener (:func:`receive_notice`), which learns the exit status before the
+    kernel tears the process down; without a listener it fails and libc falls back to
+    ``exit``.
     """
     denied = list(DENIED_SYSCALLS.values())
-    denied += [] if metadata else list(METADATA_SYSCALLS.values())
+    denied += [] if metadata else [*METADATA_SYSCALLS.values(), *WATCH_SYSCALLS.values()]
     denied += list(IPC_SYSCALLS.values()) if host_ipc else []
-    # (code, jt label, jf label, k); labels are names resolved to relative offsets below.
+    denied += [_SYS_PIDFD_OPEN] if host_pids else []
+    checked = {_SYS_SOCKET: "socket", _SYS_CLONE: "clone", _SYS_CLONE3: "nosys"}
+    checked |= {_SYS_FADVISE64: "fadvise", _SYS_MADVISE: "madvise"}
+    if host_pids:
+        checked |= {number: "pid0" for number in OWN_PROCESS_SYSCALLS.values()}
+        checked |= {n: "process" if which == 0 else "ioprio" for n, which in _PRIORITY_SYSCALLS.items()}  # fmt: skip
+    if exit_notices:
+        checked[_SYS_EXIT_GROUP] = "notify"
     program: list[tuple[int, str | int, str | int, int]] = [
         (_LD_ABS, 0, 0, 4),
         (_JEQ, 1, 0, _AUDIT_ARCH_X86_64),
@@ -396,27 +440,56 @@ def seccomp_filter(
         (_LD_ABS, 0, 0, 0),
         (_JGE, "deny", 0, 0x40000000),
         *[(_JEQ, "deny", 0, number) for number in denied],
-        (_JEQ, "socket", 0, _SYS_SOCKET),
-        (_JEQ, "clone", 0, _SYS_CLONE),
-        (_JEQ, "nosys", 0, _SYS_CLONE3),
-        *([(_JEQ, "notify", 0, _SYS_EXIT_GROUP)] if exit_notices else []),
+        *[(_JEQ, label, 0, number) for number, label in checked.items()],
         (_RET, 0, 0, _RET_ALLOW),
     ]
-    labels = {"socket": len(program)}
-    program += [(_LD_ABS, 0, 0, 16), (_JEQ, 0, "deny", 1 if unix_sockets else 0xFFFF)]
-    program.append((_RET, 0, 0, _RET_ALLOW))
-    labels["clone"] = len(program)
-    program += [(_LD_ABS, 0, 0, 16), (_JSET, "deny", 0, _NAMESPACE_FLAGS), (_RET, 0, 0, _RET_ALLOW)]
-    labels["nosys"] = len(program)
-    program.append((_RET, 0, 0, _RET_ERRNO | errno.ENOSYS))
-    labels["notify"] = len(program)
-    program.append((_RET, 0, 0, _RET_USER_NOTIF))
-    labels["deny"] = len(program)
-    program.append((_RET, 0, 0, _RET_ERRNO | errno.EPERM))
+    return _assemble(program, _argument_checks(unix_sockets))
+
+
+def _argument_checks(unix_sockets: bool) -> dict[str, list[tuple[int, str | int, str | int, int]]]:
+    """The labelled blocks of :func:`seccomp_filter` that look at a call's arguments
+    (``seccomp_data.args[i]`` is at offset 16 + 8 i; its low word is what an ``int``
+    argument is)."""
+    allow, deny, pretend = (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, _RET_ERRNO | errno.EPERM), (_RET, 0, 0, _RET_ERRNO)  # fmt: skip
+
+    def caller_only(which: int) -> list[tuple[int, str | int, str | int, int]]:
+        return [(_LD_ABS, 0, 0, 16), (_JEQ, 0, "deny", which), (_LD_ABS, 0, 0, 24), (_JEQ, "allow", "deny", 0)]  # fmt: skip
+
+    return {
+        "socket": [(_LD_ABS, 0, 0, 16), (_JEQ, "allow", "deny", 1 if unix_sockets else 0xFFFF)],
+        "clone": [(_LD_ABS, 0, 0, 16), (_JSET, "deny", "allow", _NAMESPACE_FLAGS)],
+        "fadvise": [(_LD_ABS, 0, 0, 40), (_JEQ, "pretend", "allow", _FADV_DONTNEED)],
+        "madvise": [
+            (_LD_ABS, 0, 0, 32),
+            (_JEQ, "pretend", 0, _MADV_COLD),
+            (_JEQ, "pretend", "allow", _MADV_PAGEOUT),
+        ],
+        "pid0": [(_LD_ABS, 0, 0, 16), (_JEQ, "allow", "deny", 0)],
+        "process": caller_only(0),
+        "ioprio": caller_only(1),
+        "nosys": [(_RET, 0, 0, _RET_ERRNO | errno.ENOSYS)],
+        "notify": [(_RET, 0, 0, _RET_USER_NOTIF)],
+        "pretend": [pretend],  # errno 0: the call returns 0 without running
+        "allow": [allow],
+        "deny": [deny],
+    }
+
+
+def _assemble(
+    program: list[tuple[int, str | int, str | int, int]],
+    blocks: dict[str, list[tuple[int, str | int, str | int, int]]],
+) -> bytes:
+    """Append the labelled ``blocks``, resolve labels to relative jumps, encode."""
+    labels: dict[str, int] = {}
+    for label, block in blocks.items():
+        labels[label] = len(program)
+        program = [*program, *block]
     encoded = b""
     for pc, (code, jt, jf, k) in enumerate(program):
         jt = labels[jt] - pc - 1 if isinstance(jt, str) else jt
         jf = labels[jf] - pc - 1 if isinstance(jf, str) else jf
+        if not (0 <= jt <= 255 and 0 <= jf <= 255):
+            raise ValueError(f"seccomp program too long for a jump at {pc}")
         encoded += struct.pack("=HBBI", code, jt, jf, k)
     return encoded
 

@@ -99,8 +99,7 @@ def confine_runner(setup: dict, workdir: str, run_cgroup: dict) -> tuple[int, in
         view_root = setup["mount"] and confine.landlock_read_ruleset(["/"], [])
         reads = view_root or LANDLOCK_READS
         confine.apply_landlock(setup["landlock_abi"], [workdir], reads)
-    if setup["namespaces"]:
-        confine.drop_capabilities()
+    confine.drop_capabilities()  # at every level: a run that stays root keeps no power
     listener = None
     if setup["seccomp"]:
         listener = confine.apply_seccomp(setup["seccomp_program"], listener=setup["exit_notices"])

@@ -158,6 +158,7 @@ def _choose_seccomp(setup: dict, config: dict, cgroups: Cgroups | None) -> None:
         unix_sockets=setup["mount"],
         metadata=setup["mount"],
         host_ipc=not setup["namespaces"],
+        host_pids=not setup["namespaces"],
         exit_notices=setup["exit_notices"],
     )
     setup["seccomp_program"] = program if setup["seccomp"] else None

@@ -43,6 +43,9 @@ ETC_FILES = {
     "hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\tsandbox\n",
 }
 DEVICES = ("null", "zero", "full", "random", "urandom")
+PROC_MASKED = ("sys/kernel/random/boot_id", "stat", "loadavg")
+"""Files of a run's fresh ``/proc`` that describe the machine rather than the run (which boot
+this is; every CPU's time and how many processes of other runs are running): empty."""
 
 
 def python_paths() -> list[str]:
@@ -196,6 +199,8 @@ def enter_root(
     with contextlib.suppress(OSError):
         proc_flags = confine.MS_NOSUID | confine.MS_NODEV | confine.MS_NOEXEC
         confine.mount("proc", f"{root}/proc", "proc", proc_flags)
+        for name in PROC_MASKED:
+            confine.mount(f"{root}/dev/null", f"{root}/proc/{name}", None, confine.MS_BIND)
     kept = [os.open(root + path, os.O_PATH | os.O_CLOEXEC) for path in inside_work]
     options = f"size={work_mb}m,nr_inodes={work_inodes},mode=700,uid={owner},gid={owner}"
     confine.mount("tmpfs", f"{root}/tmp", "tmpfs", confine.MS_NOSUID | confine.MS_NODEV, options)

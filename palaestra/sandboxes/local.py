@@ -14,8 +14,8 @@ first (``isolation_report()`` says what is active and what is missing):
 * Landlock (Linux >= 5.13): reads and writes only where allowed, no TCP (ABI >= 4), no
   signals or abstract sockets outside (ABI >= 6);
 * a seccomp filter denying dangerous system calls (``palaestra/sandboxes/_confine.py``);
-* always: rlimits, no capabilities, an allow-listed environment, capped output, and a
-  result the worker observed (the kernel's exit status or signal, OOM kills), never one
+* always: rlimits, no capabilities (the bounding set too), an allow-listed environment,
+  capped output, and a result the worker observed (the kernel's exit status or signal, OOM kills), never one
   the code wrote.
 
 On a root host the code runs as an unprivileged uid of the worker's own (``sandbox`` in its
@@ -241,11 +241,23 @@ class LocalSandbox(WorkerPoolSandbox):
         return _ProcessWorker(self._config, self._env, self._python)
 
     def _first_worker_started(self, report: dict[str, Any]) -> None:
-        if not report["namespaces"] and report["landlock_abi"] < 6:
+        exposed = [
+            what
+            for what, missing in (
+                ("signal", not report["namespaces"] and report["landlock_abi"] < 6),
+                (
+                    "renice, re-pin or set limits on",
+                    not report["namespaces"] and not report["seccomp"],
+                ),
+            )
+            if missing
+        ]
+        if exposed:
             warnings.warn(
-                "LocalSandbox: no PID namespace and no Landlock signal scoping on this "
-                "system, so sandboxed code can signal your other processes; use a kernel "
-                "with unprivileged user namespaces or the docker backend for untrusted code",
+                "LocalSandbox: no PID namespace on this system and nothing that stands in "
+                f"for it, so sandboxed code can {' and '.join(exposed)} your other "
+                "processes; use a kernel with unprivileged user namespaces or the docker "
+                "backend for untrusted code",
                 RuntimeWarning,
                 stacklevel=6,
             )
@@ -281,6 +293,8 @@ def describe_isolation(report: dict[str, Any]) -> dict[str, Any]:
         "processes": "pid-namespace" if ns else "process-group+subreaper",
         "process_list": "pid-namespace" if mount else landlock_fs,
         "signals": "pid-namespace" if ns else "landlock" if abi >= 6 else None,
+        "process_control": "pid-namespace" if ns else "seccomp" if seccomp else None,
+        "capabilities": "dropped",
         "ipc": "ipc-namespace" if ns else "seccomp" if seccomp else None,
         "host_name": "uts-namespace" if ns else None,
         "keyring": "fresh-session-keyring+seccomp" if seccomp else "fresh-session-keyring",
