@@ -1,4 +1,4 @@
-"""Agents: ``Agent.act(conversation) -> Action`` and its backends (``DESIGN.md`` §5).
+"""Agents: ``Agent.act(conversation) -> Action`` and its backends (``docs/runner.md``, Agents).
 
 Model backends (``openai``, ``vllm``, ``hf``) import their heavy dependencies only when
 built; :func:`make_agent` builds any agent from a spec string such as ``"oracle"`` or

@@ -1,4 +1,4 @@
-"""The agent protocol: ``Agent.act(conversation) -> Action`` (``DESIGN.md`` §5)."""
+"""The agent protocol: ``Agent.act(conversation) -> Action`` (``docs/runner.md``, Agents)."""
 
 from __future__ import annotations
 

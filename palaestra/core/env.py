@@ -26,7 +26,7 @@ class Env(gym.Env[str, str]):
     and draw randomness only from ``self.np_random`` so that the same seed gives the same
     episode under any concurrency.
 
-    Conventions (``DESIGN.md`` §2):
+    Conventions (``docs/writing-envs.md`` walks through them):
 
     * the first observation is the task;
     * bad actions (garbage, empty, enormous) never raise: they get an explanatory

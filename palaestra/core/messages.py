@@ -1,4 +1,4 @@
-"""Chat messages: the one place they are built (``DESIGN.md`` §3).
+"""Chat messages: the one place they are built (``docs/runner.md``).
 
 palaestra's own form is plain chat messages: an assistant message holds exactly the text the
 policy wrote (tool calls included, in the env's tool-call format), and a tool result is a

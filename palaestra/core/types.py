@@ -1,4 +1,4 @@
-"""Trajectory types shared by the runner, the trainer and the exporters (``DESIGN.md`` §3)."""
+"""Trajectory types shared by the runner, the trainer and the exporters (``docs/runner.md``)."""
 
 from __future__ import annotations
 

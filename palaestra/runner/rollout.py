@@ -1,4 +1,4 @@
-"""The rollout engine (``DESIGN.md`` §4): scheduling episodes, no lock-step, streamed results.
+"""The rollout engine (``docs/runner.md``): scheduling episodes, no lock-step, streamed results.
 
 Each episode is a coroutine that steps its env as soon as its agent's action arrives; a
 fixed number of workers (the concurrency bound) pull tasks and push finished episodes to a

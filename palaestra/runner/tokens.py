@@ -1,4 +1,4 @@
-"""Token-level conversation building: one growing token sequence per episode (``DESIGN.md`` §3).
+"""Token-level conversation building: one growing token sequence per episode (``docs/runner.md``).
 
 Nothing is re-tokenized from text. The prompt is rendered once with the chat template; each
 completion is appended as the token ids and logprobs the engine returned; each observation

@@ -1,4 +1,4 @@
-"""Degenerate strategies must not beat random play (``DESIGN.md`` §2).
+"""Degenerate strategies must not beat random play (``docs/writing-envs.md``).
 
 A cheater plays without reading the game: a fixed cycle of moves, one move repeated,
 invalid text, several guesses listed in one action or one after another, the literal

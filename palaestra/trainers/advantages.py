@@ -1,4 +1,4 @@
-"""Turn-level advantage estimators (``DESIGN.md`` §6).
+"""Turn-level advantage estimators (``docs/trainers.md``).
 
 Every estimator takes the per-turn rewards of a batch of episodes (``rewards[n][t]`` is the
 reward of turn ``t`` of episode ``n``) and returns per-turn advantages of the same shape.
@@ -8,7 +8,7 @@ task rolled out G times share an id).
 Notation, for episode n with turn rewards r_0 .. r_{T-1} and discount gamma:
 
 - return-to-go ``G_t = sum_{k>=t} gamma^(k-t) r_k`` (``reinforce``, ``rebn``, ``turn_grpo``);
-- episode return ``R = sum_t r_t``, the plain sum (``grpo``, ``drgrpo``, ``rloo``; DESIGN §6),
+- episode return ``R = sum_t r_t``, the plain sum (``grpo``, ``drgrpo``, ``rloo``),
   so ``gamma`` has no meaning for them and anything but 1 is rejected.
 
 Standard deviations are sample standard deviations (``ddof=1``), as in verl and TRL, so the

@@ -1,4 +1,4 @@
-"""Episodes to padded training tensors (``DESIGN.md`` §3, §6).
+"""Episodes to padded training tensors (``docs/trainers.md``).
 
 Every tensor is ``(batch, length)`` and aligned with ``input_ids``: position t describes token
 t (its rollout logprob, whether it is trained on, its advantage). A causal LM predicts token t

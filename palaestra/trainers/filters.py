@@ -1,4 +1,4 @@
-"""Batch filters applied between rollouts and the update (``DESIGN.md`` §6).
+"""Batch filters applied between rollouts and the update (``docs/trainers.md``).
 
 - :func:`drop_nonfinite`: episodes with a non-finite reward or logprob never reach the update
   (one NaN reward would otherwise turn every weight into NaN).

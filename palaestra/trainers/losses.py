@@ -1,4 +1,4 @@
-"""Token-level policy losses and loss aggregation (``DESIGN.md`` §6).
+"""Token-level policy losses and loss aggregation (``docs/trainers.md``).
 
 All tensors are ``(batch, tokens)``: ``logp`` are the log-probabilities of the sampled tokens
 under the policy being trained (with gradient), ``old_logp`` under the policy the loss measures

@@ -1,4 +1,4 @@
-"""The training loop (``DESIGN.md`` §6): rollouts -> advantages -> filters -> update -> weight push.
+"""The training loop (``docs/trainers.md``): rollouts -> advantages -> filters -> update -> weight push.
 
 Each step collects ``rollout.groups_per_step`` groups of ``rollout.group_size`` episodes with
 the current policy through the :class:`~palaestra.runner.Runner`, turns their per-turn

@@ -1,4 +1,4 @@
-"""Every registered env honours the Env contract (DESIGN.md §2), through the public checker."""
+"""Every registered env honours the Env contract (docs/writing-envs.md), through the public checker."""
 
 import numpy as np
 import pytest

@@ -104,7 +104,7 @@ def test_std_is_the_sample_std_as_in_verl_and_trl() -> None:
 
 @pytest.mark.parametrize("estimator", ["grpo", "drgrpo", "rloo"])
 def test_episode_level_estimators_use_the_plain_sum_and_refuse_a_discount(estimator: str) -> None:
-    # DESIGN: R = sum_t r_t. A discount would silently change R, so it is refused.
+    # The documented return: R = sum_t r_t. A discount would silently change R, so it is refused.
     with pytest.raises(ValueError, match="plain sum"):
         compute_advantages(estimator, [[0.0, 1.0], [1.0]], [0, 0], gamma=0.5)
     # [0, 1] and [1] both sum to 1: no signal
