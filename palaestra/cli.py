@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,6 +18,7 @@ import palaestra
 from palaestra.console import fail, text_panel
 from palaestra.core.env import Env
 from palaestra.evaluation.cli import register_cli as register_eval_cli
+from palaestra.scaffold import write_env_package
 from palaestra.server.cli import register_cli as register_serve_cli
 from palaestra.server.retriever_cli import register_cli as register_retriever_cli
 from palaestra.trainers.cli import register_cli as register_train_cli
@@ -34,6 +38,52 @@ PLAY_HELP = (
     "Type a move and press Enter (inside \\boxed{} or bare). Commands: :help shows this "
     "and the rules again, :q quits. An empty line is not a move."
 )
+
+
+IMPORT_HELP = (
+    "Import a module that registers envs before the command runs: a module name (found from "
+    "the current directory too) or a path to a .py file or package directory. Repeatable."
+)
+
+
+@app.callback()
+def main_options(
+    imports: Annotated[list[str] | None, typer.Option("--import", "-i", help=IMPORT_HELP)] = None,
+) -> None:
+    """Multi-turn text environments with verifiable rewards for LLM agents."""
+    for target in imports or ():
+        try:
+            import_env_module(target)
+        except ImportError as exc:
+            fail(console, exc)
+
+
+def import_env_module(target: str) -> None:
+    """Import ``target`` for the envs it registers: a module name importable from the current
+    directory or the installed packages, or a path to a ``.py`` file or a package directory
+    (its folder goes on ``sys.path``, so worker processes import it the same way)."""
+    if target.endswith(".py") or "/" in target:
+        path = Path(target).expanduser().resolve()
+        if not (path.suffix == ".py" and path.is_file()) and not (path / "__init__.py").is_file():
+            raise ImportError(
+                f"--import {target}: not a .py file or a package directory (one with __init__.py)"
+            )
+        folder, module = path.parent, path.stem
+    else:
+        folder, module = Path.cwd(), target
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module.partition(".")[0]:
+            raise ImportError(f"--import {target}: {exc}") from exc
+        raise ImportError(
+            f"--import {target}: no module {module!r} in {folder} or the installed packages; "
+            "give a module name, or the path of a .py file or package directory"
+        ) from exc
+    except Exception as exc:  # the user's module itself failed: say where, in one line
+        raise ImportError(f"--import {target} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _make_or_exit(env_id: str) -> Env:
@@ -179,6 +229,33 @@ def _read_move(env: Env, task: str) -> str | None:
             return line
         else:
             console.print(Text("(an empty line is not a move; :help shows the rules)", "dim"))
+
+
+@app.command("new")
+def new_command(
+    name: Annotated[
+        str, typer.Argument(help="Package, module and env family name, e.g. lockgame.")
+    ],
+    directory: Annotated[
+        Path | None, typer.Option("--dir", help="Where to write it (default: ./NAME).")
+    ] = None,
+) -> None:
+    """Write a package of envs of your own to start from: a multi-turn env with an oracle,
+    its tests and the entry point that makes it visible to every command once installed."""
+    target = directory or Path(name)
+    try:
+        files = write_env_package(name, target)
+    except (ValueError, FileExistsError) as exc:
+        fail(console, exc)
+    for path in files:
+        console.print(Text(f"wrote {path}"))
+    console.print(
+        Text(
+            f"next: cd {target} && python -m pytest tests, then "
+            f"palaestra --import {name} eval {name}:Safe-v0 (or pip install -e . and drop "
+            "--import); docs/writing-envs.md walks through it"
+        )
+    )
 
 
 register_eval_cli(app)

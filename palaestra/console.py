@@ -25,8 +25,9 @@ def error_text(message: object) -> Text:
 
 
 def fail(console: Console, message: object, code: int = 2) -> NoReturn:
-    """Print ``error: <message>`` (taken literally) and leave the command with ``code``."""
-    console.print(error_text(message))
+    """Print ``error: <message>`` (taken literally, on one line however wide the terminal, so
+    logs can grep it) and leave the command with ``code``."""
+    console.print(error_text(message), soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -191,8 +191,8 @@ exec {python} "$@"
 """
 
 PALAESTRA_SHIM = """#!/bin/sh
-case "$1" in
-  serve|serve-retriever)
+case " $* " in
+  *" serve "*|*" serve-retriever "*)
     {python} -m palaestra.cli "$@" &
     server=$!
     sleep {seconds}

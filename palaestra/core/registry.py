@@ -364,6 +364,13 @@ def _unknown_id_message(id: str) -> str:
         by_lower[g] for g in difflib.get_close_matches(id.lower(), list(by_lower), n=3, cutoff=0.6)
     ]
     message = f"unknown env id {id!r}"
+    family = id.partition(":")[0]
+    if ":" in id and not any(k.startswith(family + ":") for k in known):
+        message += (
+            f"; no env of family {family!r} is registered: import the module that registers it "
+            "(on the command line: palaestra --import MODULE_OR_FILE ...) or install its "
+            "package (entry point group 'palaestra.envs'; see docs/writing-envs.md)"
+        )
     if guesses:
         message += "; did you mean " + " or ".join(repr(g) for g in guesses) + "?"
     elif not _ID_PATTERN.match(id):

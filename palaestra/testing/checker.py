@@ -1,11 +1,11 @@
-"""The public env checker: the contract every palaestra env keeps (``DESIGN.md`` §2).
+"""The public env checker: the contract every palaestra env keeps (``docs/writing-envs.md``).
 
 Plugin authors run it in their own CI::
 
     from palaestra.testing import check_env
     check_env("mine:Maze-v0")
 
-It raises ``AssertionError`` (or gymnasium's own errors) naming the broken rule.
+It raises ``AssertionError`` naming the rule an env broke and how to keep it.
 """
 
 from __future__ import annotations
@@ -61,7 +61,10 @@ def play(env: Env, seed: int, policy: str = "oracle", rng_seed: int = 0) -> Tran
         transcript.append((action, observation, reward, terminated, truncated, info.get("success")))
         if terminated or truncated:
             return transcript
-    raise AssertionError(f"an episode did not end within {MAX_STEPS} steps")
+    raise AssertionError(
+        f"rule: episodes end. A {policy} episode (seed {seed}) did not end within {MAX_STEPS} "
+        "steps: return terminated=True when the task is done or max_turns steps were taken"
+    )
 
 
 def has_oracle(env: Env) -> bool:
@@ -81,7 +84,14 @@ def check_gymnasium(make: Callable[[], Env]) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warnings.filterwarnings("ignore", message=".*different from the unwrapped version.*")
-        env_checker.check_env(env, skip_render_check=True)
+        try:
+            env_checker.check_env(env, skip_render_check=True)
+        except (AssertionError, UserWarning, TypeError, ValueError) as exc:
+            raise AssertionError(
+                f"rule: gymnasium's env checker passes. It said: {exc} (reset returns "
+                "(str, dict) after super().reset(seed=seed); step returns (str, float, bool, "
+                "bool, dict))"
+            ) from exc
 
 
 def check_determinism(make: Callable[[], Env], seeds: tuple[int, ...] = SEEDS) -> None:
@@ -94,9 +104,21 @@ def check_determinism(make: Callable[[], Env], seeds: tuple[int, ...] = SEEDS) -
     sequential = [run(seed) for seed in seeds]
     with ThreadPoolExecutor(max_workers=8) as pool:
         threaded = list(pool.map(run, [*seeds, *seeds]))
-    assert threaded[: len(seeds)] == sequential, "threaded play gave other episodes"
-    assert threaded[len(seeds) :] == sequential, "threaded play gave other episodes"
-    assert len({str(t) for t in sequential}) > 1, "different seeds should give different episodes"
+    for label, replay in (
+        ("replayed in 8 threads", threaded[: len(seeds)]),
+        ("replayed again", threaded[len(seeds) :]),
+    ):
+        differing = [seed for seed, a, b in zip(seeds, sequential, replay, strict=True) if a != b]
+        assert not differing, (
+            f"rule: the same seed gives the same episode. Seeds {differing}, {label}, gave other "
+            f"{policy} episodes: draw randomness only from self.np_random (seeded by "
+            "super().reset(seed=seed)), never from the global random or numpy state, and keep "
+            "no state shared between env instances"
+        )
+    assert len({str(t) for t in sequential}) > 1, (
+        f"rule: tasks vary with the seed. Seeds {list(seeds)} gave one same episode: draw the "
+        "task from self.np_random after super().reset(seed=seed)"
+    )
 
 
 def check_hostile_actions(
@@ -107,11 +129,24 @@ def check_hostile_actions(
     low, high = env.reward_range
     env.reset(seed=0)
     for action in actions:
-        observation, reward, terminated, truncated, info = env.step(action)
-        assert isinstance(observation, str), f"observation for {action[:20]!r} is not a string"
-        assert low <= reward <= high, f"reward {reward} for {action[:20]!r} is outside {low, high}"
-        assert isinstance(terminated, bool) and isinstance(truncated, bool)
-        assert isinstance(info, dict)
+        try:
+            observation, reward, terminated, truncated, info = env.step(action)
+        except Exception as exc:
+            raise AssertionError(
+                f"rule: bad actions never raise. step({action[:20]!r}) raised "
+                f"{type(exc).__name__}: {exc}; answer with an observation that says what was "
+                "wrong, a reward inside reward_range, and count the turn"
+            ) from exc
+        rule = f"rule: a bad action gets a defined answer. For {action[:20]!r}"
+        assert isinstance(observation, str), f"{rule} the observation is not a string"
+        assert low <= reward <= high, (
+            f"{rule} the reward {reward} is outside reward_range {low, high}: clamp it, or "
+            "widen reward_range"
+        )
+        assert isinstance(terminated, bool) and isinstance(truncated, bool), (
+            f"{rule} terminated/truncated are not bools (numpy bools count as not)"
+        )
+        assert isinstance(info, dict), f"{rule} info is not a dict"
         if terminated or truncated:
             env.reset(seed=1)
 
@@ -132,7 +167,10 @@ def check_async_twins(make: Callable[[], Env]) -> None:
         first, _ = await env_async.areset(seed=5)
         return first, [await env_async.astep(action) for action in actions]
 
-    assert asyncio.run(run_async()) == (observation, steps), "async twins differ from sync"
+    assert asyncio.run(run_async()) == (observation, steps), (
+        "rule: the async twins give what reset/step give. areset/astep on seed 5 differ: "
+        "override both twins together, or neither (the defaults call reset/step)"
+    )
 
 
 def check_oracle(make: Callable[[], Env], seeds: tuple[int, ...] = SEEDS) -> None:
@@ -144,13 +182,34 @@ def check_oracle(make: Callable[[], Env], seeds: tuple[int, ...] = SEEDS) -> Non
     oracle = [play(env, seed, "oracle") for seed in seeds]
     random = [play(env, seed, "random", rng_seed=10_000 + seed) for seed in seeds]
     if env.oracle_always_wins:
-        assert all(t[-1][5] is True for t in oracle), "the oracle must succeed on every seed"
+        _check_oracle_wins(seeds, oracle)
     oracle_return = np.mean([sum(step[2] for step in t[1:]) for t in oracle])
     random_return = np.mean([sum(step[2] for step in t[1:]) for t in random])
     assert oracle_return >= random_return + 0.3, (
-        f"the oracle's mean return {oracle_return:.2f} does not beat random "
-        f"{random_return:.2f} by 0.3"
+        f"rule: the oracle beats random play. Its mean return {oracle_return:.2f} does not "
+        f"beat random actions' {random_return:.2f} by 0.3: make oracle() solve the task, or "
+        "random_action() return a random well-formed move (not a solving one)"
     )
+
+
+def _check_oracle_wins(seeds: tuple[int, ...], transcripts: list[Transcript]) -> None:
+    """Every oracle episode ends with ``info["success"] is True``, or the message says why not."""
+    for seed, transcript in zip(seeds, transcripts, strict=True):
+        _, observation, reward, _, _, success = transcript[-1]
+        if success is True:
+            continue
+        if success is None:
+            raise AssertionError(
+                f"rule: the step that ends an episode sets info['success'] (a bool). The "
+                f"oracle's episode on seed {seed} ended (reward {reward:g}) without it: set "
+                "info['success'] = True on the winning step and False on a losing one"
+            )
+        raise AssertionError(
+            f"rule: the oracle wins every seed. It lost on seed {seed} (reward {reward:g}, last "
+            f"observation {observation[:80]!r}): fix oracle(), or set oracle_always_wins = "
+            "False if chance can defeat the best policy (the checker then asks it only to "
+            "beat random play)"
+        )
 
 
 CHECKS = (
