@@ -1,12 +1,16 @@
-"""The two programs code grading runs in the sandbox (see ``palaestra/verifiers/code.py``).
+"""The programs code grading runs in the sandbox (see ``palaestra/verifiers/code.py``).
 
 ``HARNESS`` runs only trusted code (the problem's prompt and tests, never the candidate):
 every call to a candidate function is answered from a table of results (plain data) or
 recorded as missing, asserts become calls that record the verdict, and it prints one JSON
 verdict per test: passed, the kind of error and the candidate calls the test made (never
-the test's message, which may hold an expected value), or the calls still missing. ``CALLER`` runs the candidate: it defines the candidate's functions and
-calls them on the recorded arguments, printing each result as plain data. Neither
-program sees the other's data: the candidate never sees a test or an expected value.
+the test's message, which may hold an expected value), or the calls still missing.
+``CALLER`` runs the candidate: it defines the candidate's functions and calls them on the
+recorded arguments (``Class.method`` names a method of a fresh instance, as LeetCode's
+judge calls ``Solution().method``), printing ``"ready"`` once the candidate's code has
+loaded, then each result as plain data, a line each, as it comes. Neither program sees the
+other's data: the candidate never sees a test or an expected value. ``CHECKER`` runs a
+problem's checker (trusted) on one output of the candidate, given as data.
 """
 
 from pathlib import Path
@@ -188,22 +192,68 @@ print(json.dumps(verdicts))
 CALLER = (
     PLAIN_SOURCE
     + r"""
-import io, os, sys
+import io, os, sys, traceback
 
 CALLS = json.load(open("calls.json"))
 _out = os.dup(1)
 sys.stdout = io.StringIO()
+
+
+def _send(reply):
+    data = memoryview((json.dumps(reply, separators=(",", ":")) + "\n").encode())
+    while data:
+        data = data[os.write(_out, data) :]
+
+
 _namespace = {"__name__": "solution"}
+if os.path.exists("preamble.py"):
+    exec(compile(open("preamble.py").read(), "preamble.py", "exec"), _namespace)
 exec(compile(open("solution.py").read(), "solution.py", "exec"), _namespace)
+_send("ready")
+
+
+def _function(name):
+    owner, _, method = name.rpartition(".")
+    if owner:  # a LeetCode-style method: a fresh instance per call
+        return getattr(_namespace[owner](), method)
+    return _namespace[name]
+
+
+def _text(exc):
+    try:
+        text = str(exc)[:150]
+    except BaseException:
+        text = ""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "solution.py"]
+    if frames:
+        text += f" (line {frames[-1].lineno}: {(frames[-1].line or '').strip()[:80]})"
+    return text
+
+
 for _index, _key in enumerate(CALLS):
     _name, _args, _kwargs = decode(json.loads(_key))
     try:
-        _reply = {"value": encode(_namespace[_name](*_args, **_kwargs))}
+        _reply = {"value": encode(_function(_name)(*_args, **_kwargs))}
     except Unencodable as _exc:
         _reply = {"raised": ["TypeError", f"the result is not plain data ({_exc})"]}
     except BaseException as _exc:
-        _reply = {"raised": [type(_exc).__name__, str(_exc)[:200]]}
+        _reply = {"raised": [type(_exc).__name__, _text(_exc)]}
     sys.stdout = io.StringIO()
-    os.write(_out, (json.dumps([_index, _reply], separators=(",", ":")) + "\n").encode())
+    try:
+        _send([_index, _reply])
+    except (ValueError, TypeError, RecursionError) as _exc:
+        _send([_index, {"raised": ["ValueError", f"the result cannot be sent ({_exc})"[:200]]}])
 """
 )
+
+CHECKER = r"""
+import io, json, sys
+
+_out, sys.stdout = sys.stdout, io.StringIO()
+_namespace = {"__name__": "checker"}
+exec(compile(open("checker.py").read(), "checker.py", "exec"), _namespace)
+_case = json.load(open("case.json"))
+_verdict = bool(_namespace["check"](_case["input"], _case["output"], _case["expected"]))
+sys.stdout = _out
+print(json.dumps(_verdict))
+"""

@@ -101,11 +101,11 @@ def forged_raise(name: str) -> str:
 def test_what_the_candidate_raised_is_shown_capped(box: LocalSandbox) -> None:
     """The name and text of a raised exception come from the candidate, which may forge
     them: a name that is no builtin exception shows as RuntimeError and the text is cut to
-    200 characters (broken: 10,000 characters of the candidate's reach the policy)."""
+    300 characters (broken: 10,000 characters of the candidate's reach the policy)."""
     problem = FunctionProblem(tests=["assert f(1) == 1"], entry_point="f")
     for name, shown in (("ValueError", "ValueError"), ("E" * 5000, "RuntimeError")):
         [failure] = grade(box, problem, forged_raise(name)).failures
-        assert failure == f"f(1): raised {shown}: {'x' * 200}"
+        assert failure == f"f(1): raised {shown}: {'x' * 300}"
 
 
 def test_failing_calls_are_shown_few_and_short(box: LocalSandbox) -> None:

@@ -38,7 +38,9 @@ class CodeEnv(AnswerEnv):
     nothing.
 
     Reward (on the final attempt; earlier attempts get 0): ``"fraction"`` of tests passed,
-    or ``"all"`` (1 only if every test passes), less ``attempt_cost`` per earlier attempt.
+    or ``"all"`` (1 only if every test passes; grading stops at the first failure), less
+    ``attempt_cost`` per earlier attempt. ``timeout`` bounds each run of the candidate
+    where the problem sets no time limit of its own.
     ``max_attempts`` attempts; the episode ends early when all tests pass. ``problems`` is a
     task source of :class:`CodeProblem` (or a function that loads one); which problem a
     reset serves follows :func:`palaestra.tasks.row_for_reset`. ``sandbox``: a
@@ -93,6 +95,8 @@ class CodeEnv(AnswerEnv):
             how = f"Write the complete function `{problem.entry_point}` (with its imports)."
             if problem.entry_point is None:
                 how = "Write the code the tests below the statement call."
+        if problem.starter_code.strip():
+            how += f" Start from:\n```python\n{problem.starter_code.rstrip()}\n```\n"
         attempts = f" You have {self.max_attempts} attempts." if self.max_attempts > 1 else ""
         return f"{problem.prompt.rstrip()}\n\n{how}{attempts} Put your solution in a ```python code block```."
 
@@ -104,7 +108,13 @@ class CodeEnv(AnswerEnv):
             feedback = "I found no ```python code block``` in your reply."
         else:
             program = self._program(code_problem, code)
-            report = grade(self.sandbox, code_problem, program, timeout=self.timeout)
+            report = grade(
+                self.sandbox,
+                code_problem,
+                program,
+                timeout=self.timeout,
+                stop_early=self.reward_mode == "all",
+            )
             feedback = self._feedback(report)
         score = report.fraction if self.reward_mode == "fraction" else float(report.all_passed)
         metrics = {"tests_passed": float(report.passed), "tests_total": float(report.total)}

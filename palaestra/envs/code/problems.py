@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from palaestra.tasks.files import read_problems
+from palaestra.verifiers.code import DEFAULT_JUDGING, Judging
 
 SAMPLE_DATASET = Path(__file__).with_name("data") / "sample.jsonl"
 
@@ -35,20 +36,25 @@ class CodeProblem:
 
     task_id: str
     prompt: str
-    kind: Literal["function", "stdio"]
+    kind: Literal["function", "stdio", "call"]
     tests: list[str] = field(default_factory=list)
     cases: list[tuple[str, str]] = field(default_factory=list)
+    calls: list[tuple[list[Any], Any]] = field(default_factory=list)
     entry_point: str | None = None
     solution: str | None = None
+    judging: Judging = DEFAULT_JUDGING
+    starter_code: str = ""
 
     def __post_init__(self) -> None:
-        if self.kind == "function" and not self.tests:
-            raise ValueError(f"function problem {self.task_id!r} has no tests")
-        if self.kind == "stdio" and not self.cases:
-            raise ValueError(f"stdio problem {self.task_id!r} has no input/output cases")
+        if self.num_tests == 0:
+            raise ValueError(f"{self.kind} problem {self.task_id!r} has no tests")
+        if self.kind == "call" and not self.entry_point:
+            raise ValueError(f"call-based problem {self.task_id!r} names no function to call")
 
     @property
     def num_tests(self) -> int:
+        if self.kind == "call":
+            return len(self.calls)
         return len(self.tests) if self.kind == "function" else len(self.cases)
 
 
