@@ -12,17 +12,25 @@ dialect never changes what the right answer is.
 
 The SQLite backend (:class:`SQLiteDatabase`): each query runs on a read-only connection
 (:func:`connect_readonly`) with an authorizer that allows reading only, under a time
-limit (a progress handler), a cap on any one value (:data:`MAX_VALUE_BYTES`), and caps on
-the rows and total bytes fetched (:func:`~palaestra.verifiers.sql_backend.fetch_rows`).
+limit, a cap on any one value (:data:`MAX_VALUE_BYTES`), and caps on the rows and total
+bytes fetched (:func:`~palaestra.verifiers.sql_backend.fetch_rows`). An agent's query runs
+in a worker process (:func:`default_pool`): a progress handler stops it between
+virtual-machine steps, and the worker is killed
+:data:`~palaestra.verifiers.sql_backend.KILL_GRACE_S` past the limit when one step does
+not end (``trim(X, Y)`` over long strings is a single step of seconds). Gold queries,
+which the task wrote, run in this process (:meth:`SQLiteDatabase.query_trusted`).
 A predicted query that fails, runs out of time or exceeds a cap scores 0; a gold query
 that fails raises :class:`SQLError` (a broken task is not a wrong answer).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,15 +40,18 @@ from palaestra.verifiers.sql_backend import (
     BACKENDS,
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT,
+    KILL_GRACE_S,
     MAX_SQL_CHARS,
     READ_ONLY_MESSAGE,
     Database,
     QueryResult,
+    Refusal,
     SQLError,
     check_size,
     fetch_rows,
     open_database,
     transpile,
+    worker_query,
 )
 from palaestra.verifiers.sql_compare import (
     DEFAULT_FLOAT_TOLERANCE,
@@ -49,6 +60,7 @@ from palaestra.verifiers.sql_compare import (
     results_match,
     tie_blocks,
 )
+from palaestra.verifiers.worker import WorkerPool
 
 __all__ = [
     "BACKENDS",
@@ -60,6 +72,7 @@ __all__ = [
     "SQLiteDatabase",
     "answer_matches",
     "connect_readonly",
+    "default_pool",
     "execution_match",
     "open_database",
     "run_query",
@@ -70,6 +83,10 @@ MAX_VALUE_BYTES = 100_000
 """The largest string or blob a query may build."""
 PROGRESS_OPCODES = 1_000
 """The progress handler runs every this many virtual-machine instructions."""
+WORKER_MEMORY_MB = 1024
+"""A SQLite worker process's address space."""
+WORKER_CONNECTIONS = 16
+"""Connections a worker keeps open (the most recently used files)."""
 
 _ALLOWED_PRAGMAS = frozenset(
     {"table_info", "table_xinfo", "foreign_key_list", "index_list", "index_info"}
@@ -154,10 +171,12 @@ def run_query(
     timeout: float = DEFAULT_TIMEOUT,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> QueryResult:
-    """Run one read-only SQLite query with a time limit (a progress handler interrupts it)
-    and at most ``max_rows`` rows and :data:`~palaestra.verifiers.sql_backend.MAX_RESULT_BYTES`
-    fetched; raises :class:`SQLError` with the reason otherwise. SQLite parses the query;
-    sqlglot only words the message of a syntax error."""
+    """Run one read-only SQLite query in this process with a time limit (a progress handler
+    interrupts it between virtual-machine steps, not inside one: for untrusted SQL use
+    :class:`SQLiteDatabase`, which runs it in a killable worker) and at most ``max_rows``
+    rows and :data:`~palaestra.verifiers.sql_backend.MAX_RESULT_BYTES` fetched; raises
+    :class:`SQLError` with the reason otherwise. SQLite parses the query; sqlglot only
+    words the message of a syntax error."""
     check_size(sql)
     if not _READ_STATEMENT.match(sql):
         to_sqlite(sql)  # a syntax error says so; a statement that parses is not a query
@@ -187,15 +206,68 @@ def run_query(
     return QueryResult(columns, rows, truncated=truncated)
 
 
+_pool: WorkerPool | None = None
+_pool_lock = threading.Lock()
+
+
+def default_pool() -> WorkerPool:
+    """The worker processes SQLite databases share by default (started on first use)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = WorkerPool(preload=("palaestra.verifiers.sql",), memory_mb=WORKER_MEMORY_MB)
+        return _pool
+
+
+_worker_connections: OrderedDict[str, tuple[tuple[int, int, int], sqlite3.Connection]] = (
+    OrderedDict()
+)
+
+
+def _worker_connection(path: str) -> sqlite3.Connection:
+    """(In a worker) a read-only connection to ``path``, reopened when the file changed."""
+    stat = os.stat(path)
+    version = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    entry = _worker_connections.pop(path, None)
+    if entry is not None and entry[0] != version:
+        entry[1].close()
+        entry = None
+    entry = entry or (version, connect_readonly(path))
+    _worker_connections[path] = entry
+    while len(_worker_connections) > WORKER_CONNECTIONS:
+        _worker_connections.popitem(last=False)[1][1].close()
+    return entry[1]
+
+
+def query_in_worker(path: str, sql: str, max_rows: int, timeout: float) -> QueryResult | Refusal:
+    """(In a worker) :func:`run_query` on ``path``: its result, or a :class:`Refusal`."""
+    try:
+        return run_query(_worker_connection(path), sql, timeout=timeout, max_rows=max_rows)
+    except SQLError as error:
+        return Refusal(str(error), error.syntax)
+    except OSError as error:
+        return Refusal(f"error: cannot open the database: {error}")
+
+
 class SQLiteDatabase:
     """A read-only SQLite database (:func:`connect_readonly`); implements
-    :class:`~palaestra.verifiers.sql_backend.Database`."""
+    :class:`~palaestra.verifiers.sql_backend.Database`. :meth:`query` runs in a worker of
+    ``pool`` (default: :func:`default_pool`), killed ``kill_grace`` seconds past the time
+    limit; :meth:`query_trusted` and the catalog methods run in this process."""
 
     dialect = "sqlite"
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        pool: WorkerPool | None = None,
+        kill_grace: float = KILL_GRACE_S,
+    ) -> None:
+        self.path = Path(path).resolve()
         self.connection = connect_readonly(self.path)
+        self._pool = pool
+        self.kill_grace = kill_grace
 
     @classmethod
     def from_sqlite(cls, path: str | Path) -> SQLiteDatabase:
@@ -204,13 +276,28 @@ class SQLiteDatabase:
     def query(
         self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
     ) -> QueryResult:
-        return run_query(self.connection, sql, timeout=timeout, max_rows=max_rows)
+        """Run one read-only query (an agent's) in a worker process; :class:`SQLError`
+        with the reason otherwise."""
+        return self.submit(sql, timeout=timeout, max_rows=max_rows)()
 
     def submit(
         self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
     ) -> Callable[[], QueryResult]:
-        """The query, deferred: SQLite runs in this thread, so it runs when asked for."""
-        return lambda: self.query(sql, timeout=timeout, max_rows=max_rows)
+        """Send the query to a worker now; the function returned waits for its result
+        (call it exactly once: it hands the worker back)."""
+        check_size(sql)
+        pool = self._pool or default_pool()
+        args = (str(self.path), sql, max_rows, timeout)
+        return worker_query(
+            pool, query_in_worker, args, timeout=timeout, kill_grace=self.kill_grace
+        )
+
+    def query_trusted(
+        self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
+    ) -> QueryResult:
+        """:func:`run_query` in this process, for SQL the task wrote (a gold query): no
+        process round trip, and a time limit that holds between virtual-machine steps."""
+        return run_query(self.connection, sql, timeout=timeout, max_rows=max_rows)
 
     def tables(self) -> list[str]:
         rows = self.connection.execute(
@@ -261,7 +348,7 @@ class Gold:
         max_rows: int = DEFAULT_MAX_ROWS,
     ) -> Gold:
         """Run ``sql`` on ``database``; :class:`SQLError` if it fails or is cut at ``max_rows``."""
-        result = database.query(sql, timeout=timeout, max_rows=max_rows)
+        result = database.query_trusted(sql, timeout=timeout, max_rows=max_rows)
         if result.truncated:
             raise SQLError(f"the gold query returns more than max_rows={max_rows} rows")
         return cls(sql, result.rows, orders_rows(sql), database, timeout)
@@ -278,7 +365,9 @@ class Gold:
         if keyed is None:
             return None
         try:
-            result = self.database.query(keyed.sql, timeout=self.timeout, max_rows=len(self.rows))
+            result = self.database.query_trusted(
+                keyed.sql, timeout=self.timeout, max_rows=len(self.rows)
+            )
         except SQLError:
             return None
         columns, keys = keyed.split(result.rows)

@@ -8,7 +8,9 @@ import each other and :func:`open_database` loads only the one asked for.
 
 Limits every backend holds for every query: at most ``max_rows`` rows and
 :data:`MAX_RESULT_BYTES` bytes in total are fetched (:func:`fetch_rows`), a time limit,
-a memory limit, and nothing but reading.
+a memory limit, and nothing but reading. Both backends run an agent's query in a killable
+worker process (:func:`worker_query`), so the time limit holds even for one function call
+the database engine cannot interrupt.
 """
 
 from __future__ import annotations
@@ -17,14 +19,19 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from palaestra.verifiers.worker import WorkerPool
 
 DEFAULT_TIMEOUT = 5.0
+KILL_GRACE_S = 0.5
+"""How long past its time limit a query's worker is killed if the engine has not stopped."""
 DEFAULT_MAX_ROWS = 10_000
 MAX_SQL_CHARS = 20_000
 MAX_RESULT_BYTES = 8_000_000
-"""The most bytes of values one result may hold (text and blobs by length, other values
-8 bytes each); a bigger result is refused, however few rows it has."""
+"""The most bytes of values one result may hold (counted by :func:`value_bytes`, nested
+values included); a bigger result is refused, however few rows it has."""
 FIRST_CHUNK_ROWS = 16
 """Rows fetched before the width of a row is known (:func:`fetch_rows`)."""
 READ_ONLY_MESSAGE = (
@@ -45,6 +52,14 @@ class SQLError(Exception):
     def __init__(self, message: str, *, syntax: bool = False) -> None:
         super().__init__(message)
         self.syntax = syntax
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a query did not run, as a worker process sends it back (plain data)."""
+
+    message: str
+    syntax: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +117,43 @@ def open_database(sqlite_path: str | Path, backend: str = "sqlite") -> Database:
     return getattr(importlib.import_module(module), name).from_sqlite(sqlite_path)
 
 
+def worker_query(
+    pool: WorkerPool,
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+    *,
+    timeout: float,
+    kill_grace: float = KILL_GRACE_S,
+    follow_up: Callable[[Any], Any] | None = None,
+) -> Callable[[], QueryResult]:
+    """Send the worker-side query ``function(*args)`` (it answers a :class:`QueryResult`
+    or a :class:`Refusal`) to a worker of ``pool`` now; the function returned waits for the
+    answer (call it once). The worker is killed ``kill_grace`` seconds past ``timeout``;
+    every failure (time, a refusal, a worker that died or broke its pipe) is an
+    :class:`SQLError`. ``follow_up`` may turn a reply into another (calls in the worker)."""
+    from palaestra.verifiers.worker import WorkerError, WorkerTimeout
+
+    try:
+        pending = pool.submit(function, args, timeout=timeout + kill_grace)
+    except (WorkerError, OSError) as error:
+        raise SQLError(f"error: the query stopped its worker ({error})") from None
+
+    def result() -> QueryResult:
+        try:
+            reply = pending.result()
+            if follow_up is not None:
+                reply = follow_up(reply)
+        except WorkerTimeout:
+            raise SQLError(f"the query ran past the time limit of {timeout:g} s") from None
+        except (WorkerError, OSError) as error:
+            raise SQLError(f"error: the query stopped its worker ({error})") from None
+        if isinstance(reply, Refusal):
+            raise SQLError(reply.message, syntax=reply.syntax)
+        return reply
+
+    return result
+
+
 def check_size(sql: str) -> None:
     """Refuse an empty query or one over :data:`MAX_SQL_CHARS` characters."""
     if len(sql) > MAX_SQL_CHARS:
@@ -139,8 +191,19 @@ def transpile(sql: str, read: str, write: str) -> str:
 
 
 def value_bytes(value: Any) -> int:
-    """What a value counts toward :data:`MAX_RESULT_BYTES`."""
-    return len(value) if isinstance(value, str | bytes | bytearray | memoryview) else 8
+    """What a value counts toward :data:`MAX_RESULT_BYTES`: text and blobs by length, a
+    list or struct (DuckDB) by what it holds, anything else 8 bytes.
+
+    >>> value_bytes(["ab", {"k": b"xyz"}])
+    6
+    """
+    if isinstance(value, str | bytes | bytearray | memoryview):
+        return len(value)
+    if isinstance(value, list | tuple):
+        return sum(value_bytes(item) for item in value)
+    if isinstance(value, dict):
+        return sum(len(str(key)) + value_bytes(item) for key, item in value.items())
+    return 8
 
 
 def fetch_rows(

@@ -35,13 +35,14 @@ from typing import Any
 from palaestra.verifiers.sql_backend import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT,
+    KILL_GRACE_S,
     QueryResult,
     SQLError,
     check_size,
+    worker_query,
 )
 from palaestra.verifiers.sql_duckdb_worker import (
     UNLOADED,
-    Refusal,
     import_duckdb,
     load_database,
     read_catalog,
@@ -49,8 +50,6 @@ from palaestra.verifiers.sql_duckdb_worker import (
 )
 from palaestra.verifiers.worker import WorkerError, WorkerPool, WorkerTimeout
 
-KILL_GRACE_S = 0.5
-"""How long past its time limit a query's worker is killed if DuckDB has not stopped."""
 WORKER_MEMORY_MB = 1536
 """The worker process's address space (DuckDB reserves about 850 MB of it at start)."""
 LOAD_TIMEOUT_S = 120.0
@@ -108,7 +107,13 @@ class DuckDBDatabase:
         return cls(path)
 
     def _call(self, function: Any, *args: Any, timeout: float) -> Any:
-        return self.pool.call(function, (str(self.path), *args), timeout=timeout)
+        """``function(path, *args)`` in a worker; :class:`SQLError` if the worker fails."""
+        try:
+            return self.pool.call(function, (str(self.path), *args), timeout=timeout)
+        except WorkerTimeout:
+            raise SQLError(f"the DuckDB worker did not answer within {timeout:g} s") from None
+        except (WorkerError, OSError) as error:
+            raise SQLError(f"error: the DuckDB worker failed ({error})") from None
 
     def _loaded_call(self, function: Any, *args: Any, timeout: float) -> Any:
         """``function`` in the worker; when the worker answers that the database is not
@@ -132,27 +137,21 @@ class DuckDBDatabase:
         (call it exactly once: it hands the worker back)."""
         check_size(sql)
         args = (str(self.path), sql, max_rows, timeout)
-        limit = timeout + self.kill_grace
-        try:
-            pending = self.pool.submit(run_query, args, timeout=limit)
-        except WorkerError as error:
-            raise SQLError(f"error: the query stopped its worker ({error})") from None
 
-        def result() -> QueryResult:
-            try:
-                reply = pending.result()
-                if reply == UNLOADED:  # a new worker, or the database was dropped
-                    self._call(load_database, timeout=LOAD_TIMEOUT_S)
-                    reply = self._call(run_query, *args[1:], timeout=limit)
-            except WorkerTimeout:
-                raise SQLError(f"the query ran past the time limit of {timeout:g} s") from None
-            except WorkerError as error:
-                raise SQLError(f"error: the query stopped its worker ({error})") from None
-            if isinstance(reply, Refusal):
-                raise SQLError(reply.message, syntax=reply.syntax)
-            return reply
+        def load_if_needed(reply: Any) -> Any:
+            if reply != UNLOADED:  # else a new worker, or the database was dropped
+                return reply
+            self.pool.call(load_database, (str(self.path),), timeout=LOAD_TIMEOUT_S)
+            return self.pool.call(run_query, args, timeout=timeout + self.kill_grace)
 
-        return result
+        return worker_query(
+            self.pool,
+            run_query,
+            args,
+            timeout=timeout,
+            kill_grace=self.kill_grace,
+            follow_up=load_if_needed,
+        )
 
     def tables(self) -> list[str]:
         return self._loaded_call(read_catalog, "tables", timeout=CATALOG_TIMEOUT_S)

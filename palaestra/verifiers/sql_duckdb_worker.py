@@ -10,16 +10,24 @@ functions here run in the worker: :func:`load_database`, :func:`run_query` and
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from palaestra.verifiers.sql_backend import READ_ONLY_MESSAGE, QueryResult, SQLError, fetch_rows
+from palaestra.verifiers.sql_backend import (
+    READ_ONLY_MESSAGE,
+    QueryResult,
+    Refusal,
+    SQLError,
+    fetch_rows,
+)
 
 DUCKDB_MEMORY_LIMIT = "512MB"
 LOADED_DATABASES = 16
@@ -29,9 +37,13 @@ _CATALOG_PREFIXES = ("duckdb_", "pragma_", "pg_", SCHEMA_PREFIX)
 _DENIED_CALLS = frozenset(
     {"current_setting", "query", "query_table", "json_execute_serialized_sql", "getenv"}
 )
+_SUSPECT_NAMES = (*_CATALOG_PREFIXES, *_DENIED_CALLS, "system", "temp")
+"""Text a refused call or another schema's table cannot be written without: a query with
+none of it skips the parse-tree check."""
 _REFUSED = (
     "not allowed: catalog functions that show settings or paths (duckdb_*, pragma_*, pg_*, "
-    "current_setting, query) are refused; query the tables instead"
+    "current_setting, query, query_table) and tables outside this database are refused; "
+    "query its tables instead"
 )
 
 
@@ -47,14 +59,6 @@ def import_duckdb() -> Any:
 
 UNLOADED = "unloaded"
 """The worker's answer for a database it does not hold."""
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """Why a query did not run (sent back from the worker)."""
-
-    message: str
-    syntax: bool = False
 
 
 @dataclass
@@ -219,12 +223,12 @@ def load_database(path: str) -> None:
     _the_store().load(path)
 
 
-def _parse(cursor: Any, sql: str) -> Any:
+def _parse(entry: _Loaded, sql: str) -> Any:
     """``sql``'s one SELECT statement, parsed (run as it is: DuckDB parses it once), or a
     :class:`Refusal` that says why it may not run."""
     duckdb = import_duckdb()
     try:
-        statements = cursor.extract_statements(sql)
+        statements = entry.cursor.extract_statements(sql)
     except duckdb.Error as error:
         return Refusal(f"syntax error: {error}", syntax=True)
     if len(statements) != 1:
@@ -232,19 +236,53 @@ def _parse(cursor: Any, sql: str) -> Any:
     if statements[0].type != duckdb.StatementType.SELECT:
         return Refusal(READ_ONLY_MESSAGE)
     lowered = sql.lower()
-    if not any(name in lowered for name in (*_CATALOG_PREFIXES, *_DENIED_CALLS)):
-        return statements[0]  # no name that could be refused: skip tokenizing
-    tokens = duckdb.tokenize(sql)
-    ends = [start for start, _ in tokens[1:]] + [len(sql)]
-    words = [
-        sql[start:end].strip().strip('"').lower()
-        for (start, _), end in zip(tokens, ends, strict=True)
-    ]
-    for index, word in enumerate(words):
-        called = index + 1 < len(words) and words[index + 1].startswith("(")
-        if word.startswith(_CATALOG_PREFIXES) or (called and word in _DENIED_CALLS):
+    if any(name in lowered for name in _SUSPECT_NAMES):
+        refusal = _check_names(entry, sql)
+        if refusal is not None:
+            return refusal
+    return statements[0]  # no refused name can be written without these letters
+
+
+def _check_names(entry: _Loaded, sql: str) -> Refusal | None:
+    """A :class:`Refusal` when the parsed statement calls a refused function or reads a
+    table outside the episode's database, however it is written (comments, quotes,
+    qualified names): DuckDB's own parse tree is walked, not the text."""
+    reply = entry.cursor.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0]
+    tree = json.loads(reply)
+    if tree.get("error"):
+        return Refusal(f"error: the query could not be checked: {tree.get('error_message')}")
+    for node in _nodes(tree):
+        function = str(node.get("function_name", "")).lower()
+        if function and (function in _DENIED_CALLS or function.startswith(_CATALOG_PREFIXES)):
             return Refusal(_REFUSED)
-    return statements[0]
+        if node.get("type") == "BASE_TABLE" and not _own_table(node):
+            return Refusal(_REFUSED)
+    return None
+
+
+def _own_table(node: dict[str, Any]) -> bool:
+    """Whether a table reference names a table of the episode's database (unqualified: the
+    cursor's schema is the episode's) or of ``information_schema`` (names, no data), and
+    not a catalog view."""
+    table = str(node.get("table_name", "")).lower()
+    schema = str(node.get("schema_name", "")).lower()
+    return (
+        not node.get("catalog_name")
+        and schema in ("", "information_schema")
+        and not table.startswith(_CATALOG_PREFIXES)
+    )
+
+
+def _nodes(tree: Any) -> Iterator[dict[str, Any]]:
+    """Every JSON object in a parse tree (iteratively: a deep tree cannot overflow)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def run_query(path: str, sql: str, max_rows: int, timeout: float) -> QueryResult | Refusal | str:
@@ -255,7 +293,7 @@ def run_query(path: str, sql: str, max_rows: int, timeout: float) -> QueryResult
     entry = store.get(path)
     if entry is None:
         return UNLOADED
-    statement = _parse(entry.cursor, sql)
+    statement = _parse(entry, sql)
     if isinstance(statement, Refusal):
         return statement
     store.watchdog.arm(entry.cursor, timeout)

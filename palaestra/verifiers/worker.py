@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import importlib
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -37,6 +38,11 @@ class WorkerTimeout(TimeoutError):
 
 class WorkerError(RuntimeError):
     """The call raised inside the worker (the message carries the remote exception)."""
+
+
+class WorkerLost(WorkerError):
+    """The worker's answer could not be read (it died, or its pipe broke mid-reply); the
+    worker is never used again."""
 
 
 Call = tuple[Callable[..., Any], tuple[Any, ...]]
@@ -61,7 +67,10 @@ class _Worker:
         if not self._results.poll(STARTUP_TIMEOUT_S):
             self.kill()
             raise RuntimeError(f"grading worker did not start within {STARTUP_TIMEOUT_S:.0f} s")
-        ok, message = self._recv()
+        try:
+            ok, message = self._recv()
+        except WorkerLost as exc:
+            ok, message = False, str(exc)
         if not ok:
             self.kill()
             raise RuntimeError(f"grading worker failed to start: {message}")
@@ -75,9 +84,9 @@ class _Worker:
     def _recv(self) -> tuple[bool, Any]:
         try:
             return self._results.recv()
-        except (EOFError, OSError):
+        except (EOFError, OSError) as error:
             code = self.process.poll()
-            return False, f"worker process died (exit code {code})"
+            raise WorkerLost(f"worker process died (exit code {code})") from error
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float) -> Any:
         self.send(fn, args)
@@ -231,6 +240,9 @@ class PendingCall:
             raise RuntimeError("the result of this call was already taken")
         try:
             value = worker.receive(self._fn, self._deadline, self._timeout)
+        except WorkerLost:
+            self._pool._drop(worker)
+            raise
         except WorkerError:
             if worker.alive:
                 self._pool._release(worker)
@@ -277,7 +289,17 @@ def _serve(request_fd: int, result_fd: int, memory_mb: int, preload: Sequence[st
             reply = (True, fn(*args))
         except BaseException as exc:  # MemoryError, RecursionError, anything sympy raises
             reply = (False, f"{type(exc).__name__}: {exc}")
+        _reply(results, reply)
+
+
+def _reply(results: Connection, reply: tuple[bool, Any]) -> None:
+    """Send ``reply``; one that cannot be pickled (too big for the memory cap, or not
+    picklable) is answered by an error saying so. Pickling happens before any byte is
+    written, so the pipe stays in step."""
+    try:
         results.send(reply)
+    except (MemoryError, pickle.PicklingError, TypeError, AttributeError, OverflowError) as exc:
+        results.send((False, f"the answer could not be sent back: {type(exc).__name__}: {exc}"))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import palaestra
 from palaestra.core.tool_calls import ToolCall, tool_format
 from palaestra.envs.sql.databases import DOMAINS, database_path
 from palaestra.envs.sql.dataset import SQLDataset
-from palaestra.envs.sql.env import SQLToolEnv, extract_sql
+from palaestra.envs.sql.env import MAX_OBSERVATION_CHARS, SQLToolEnv, extract_sql
 from palaestra.testing import check_env, play
 from palaestra.verifiers.sql import (
     SQLiteDatabase,
@@ -158,6 +158,20 @@ def test_exploration_tools():
     assert call("sql", query="SELECT name FROM books WHERE (").startswith(
         "error: sql: syntax error"
     )
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "duckdb"])
+def test_sql_tool_observations_are_bounded_whatever_the_query_returns(backend):
+    if backend == "duckdb":
+        pytest.importorskip("duckdb", reason="needs the 'duckdb' extra")
+    env = SQLToolEnv(palaestra.make("sql:Shop-v0", backend=backend), explore_rows=50)
+    env.reset(seed=0)
+    hermes = tool_format("hermes")
+    text = "hex(zeroblob(40000))" if backend == "sqlite" else "repeat('x', 80000)"
+    wide = f"SELECT {text}, c.* FROM customers c"  # 80 KB a row, 50 rows
+    observation = env.step(hermes.format(ToolCall("sql", {"query": wide}), env.tools))[0]
+    assert len(observation) <= MAX_OBSERVATION_CHARS + 200
+    assert "(80,000 characters)" in observation and "too long" in observation
 
 
 def test_sql_tag_variant_explores_with_sql_tags():

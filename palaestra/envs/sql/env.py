@@ -57,6 +57,10 @@ HELD_OUT_FIRST_SEED = 1_000_000
 reset without a seed draws a database below it."""
 OPEN_DATABASES = 8
 """Databases an env keeps open (the most recently used)."""
+MAX_CELL_CHARS = 500
+"""The most characters the ``sql`` tool shows of one value."""
+MAX_OBSERVATION_CHARS = 8_000
+"""The most characters of rows the ``sql`` tool shows in one observation."""
 _FENCED_SQL = re.compile(r"```sql[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 SYSTEM_PROMPT = (
@@ -379,15 +383,31 @@ class SQLExplorer:
 def format_rows(
     columns: Sequence[str], rows: Sequence[tuple[Any, ...]], truncated: bool, cap: int
 ) -> str:
-    """A result as a small pipe-separated table, with a note when rows were cut."""
-    lines = [" | ".join(columns)] + [
-        " | ".join("NULL" if v is None else str(v) for v in row) for row in rows
-    ]
+    """A result as a small pipe-separated table, with a note when rows were cut. Each cell
+    shows at most :data:`MAX_CELL_CHARS` characters and the table at most
+    :data:`MAX_OBSERVATION_CHARS`, whatever the query returned."""
+    lines = [" | ".join(_cell(c) for c in columns)]
+    size = len(lines[0])
+    for row in rows:
+        line = " | ".join(_cell(v) for v in row)
+        if size + len(line) > MAX_OBSERVATION_CHARS:
+            lines.append(f"(only the first {len(lines) - 1} rows are shown: the rest is too long)")
+            return "\n".join(lines)
+        lines.append(line)
+        size += len(line) + 1
     if truncated:
         lines.append(f"(only the first {cap} rows are shown)")
     elif not rows:
         lines.append("(no rows)")
     return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    """One value as the tool shows it: NULL, or its text cut at :data:`MAX_CELL_CHARS`."""
+    text = "NULL" if value is None else str(value)
+    if len(text) <= MAX_CELL_CHARS:
+        return text
+    return f"{text[:MAX_CELL_CHARS]}... ({len(text):,} characters)"
 
 
 class SQLToolEnv(ToolEnv):
