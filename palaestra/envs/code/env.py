@@ -8,25 +8,23 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from palaestra.envs.base import AnswerEnv, Grade
-from palaestra.envs.code.problems import SAMPLE_DATASET, CodeProblem, load_humaneval, load_problems
+from palaestra.envs.code.problems import (
+    SAMPLE_DATASET,
+    CodeProblem,
+    extract_code,
+    load_humaneval,
+    load_problems,
+)
 from palaestra.sandboxes import Sandbox
 from palaestra.sandboxes.factory import backend_class, resolve_sandbox
 from palaestra.tasks import Problem, row_for_reset
 from palaestra.tasks.files import LazyProblems
 from palaestra.verifiers.code import TestReport, grade
 
-_CODE_BLOCK = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-
 SYSTEM_PROMPT = (
     "You are an expert Python programmer. Reply with your complete solution in one "
     "```python code block```."
 )
-
-
-def extract_code(action: str) -> str | None:
-    """The last fenced code block of ``action`` (None if there is none)."""
-    blocks = _CODE_BLOCK.findall(action)
-    return blocks[-1] if blocks else None
 
 
 class CodeEnv(AnswerEnv):
@@ -129,10 +127,10 @@ class CodeEnv(AnswerEnv):
     @staticmethod
     def _program(problem: CodeProblem, code: str) -> str:
         """A completion-style answer (body only) is appended to the prompt's signature."""
-        defines = problem.entry_point and re.search(
-            rf"\bdef\s+{re.escape(problem.entry_point)}\s*\(", code
-        )
-        if problem.kind == "function" and problem.entry_point and not defines:
+        if problem.kind != "function" or not problem.entry_point:
+            return code
+        signature = re.compile(rf"\bdef\s+{re.escape(problem.entry_point)}\s*\(")
+        if signature.search(problem.prompt) and not signature.search(code):
             return problem.prompt + code
         return code
 
@@ -173,11 +171,24 @@ class HumanEval(CodeEnv):
 
 
 class CodeDataset(CodeEnv):
-    """Problems from a local JSONL/JSON file (function + tests, or stdin/stdout cases).
+    """Problems from a local JSONL/JSON file or from rows (``dataset=``, e.g. a
+    ``datasets.Dataset``): palaestra's schema or the field's formats as published (APPS,
+    TACO, LiveCodeBench, MBPP, DeepCoder / rllm, PrimeIntellect).
 
     ``path`` defaults to a small sample that ships with palaestra.
+
+    >>> env = CodeDataset("code_contests/livecodebench.jsonl")  # doctest: +SKIP
     """
 
-    def __init__(self, path: str | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        path: str | None = None,
+        *,
+        dataset: Sequence[dict[str, Any]] | None = None,
+        **kwargs: Any,
+    ):
+        if path is not None and dataset is not None:
+            raise ValueError("give either path= (a local file) or dataset= (rows), not both")
         self.path = path or str(SAMPLE_DATASET)
-        super().__init__(lambda: load_problems(self.path), **kwargs)
+        source = dataset if dataset is not None else self.path
+        super().__init__(lambda: load_problems(source), **kwargs)

@@ -13,12 +13,17 @@ Local datasets are JSONL or JSON (a list) of records, one problem each::
 
 ``test`` (a HumanEval-style ``check(candidate)`` source) may replace ``tests``; stdio cases
 may also come as ``"tests": [{"input": ..., "output": ...}]``. ``solution`` is optional.
+The field's formats (APPS, TACO, LiveCodeBench, MBPP, DeepCoder, PrimeIntellect) load as
+published: :mod:`palaestra.envs.code.formats`; a third kind, ``call``, holds their
+call-based tests (argument lists and expected results).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -28,6 +33,14 @@ from palaestra.tasks.files import read_problems
 from palaestra.verifiers.code import DEFAULT_JUDGING, Judging
 
 SAMPLE_DATASET = Path(__file__).with_name("data") / "sample.jsonl"
+
+_CODE_BLOCK = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def extract_code(text: str) -> str | None:
+    """The last fenced code block of ``text`` (None if there is none)."""
+    blocks = _CODE_BLOCK.findall(text)
+    return blocks[-1] if blocks else None
 
 
 @dataclass(frozen=True)
@@ -90,7 +103,14 @@ def split_check(test_source: str, entry_point: str) -> list[str]:
 
 
 def problem_from_record(record: dict[str, Any], index: int) -> CodeProblem:
-    """Build a problem from one dataset record (see the module docstring for the fields)."""
+    """Build a problem from one dataset record: palaestra's schema (the module docstring) or
+    a format of the field (:mod:`palaestra.envs.code.formats`)."""
+    from palaestra.envs.code.formats import detect_format  # its readers build CodeProblems
+
+    reader = detect_format(record)
+    if reader is not None:
+        task_id = next((str(record[k]) for k in _ID_FIELDS if record.get(k) is not None), "")
+        return reader(record, task_id or str(index))
     task_id = str(record.get("task_id", index))
     prompt = record.get("prompt") or record.get("question")
     if not isinstance(prompt, str):
@@ -121,10 +141,14 @@ def problem_from_record(record: dict[str, Any], index: int) -> CodeProblem:
     )
 
 
-def load_problems(path: str | Path) -> list[CodeProblem]:
-    """Problems from a local ``.jsonl``, ``.json`` or gzip-compressed file (one loader for
-    every family: :mod:`palaestra.tasks.files`)."""
-    return read_problems(path, problem_from_record)
+_ID_FIELDS = ("task_id", "question_id", "problem_id", "id", "uid")
+
+
+def load_problems(source: str | Path | Sequence[dict[str, Any]]) -> list[CodeProblem]:
+    """Problems from a local ``.jsonl``, ``.json`` or gzip-compressed file, or from rows (a
+    ``datasets.Dataset``, a list of dicts); one loader for every family:
+    :mod:`palaestra.tasks.files`. Errors name the row and why it was refused."""
+    return read_problems(source, problem_from_record)
 
 
 def load_humaneval() -> list[CodeProblem]:
