@@ -20,6 +20,8 @@ way. Needs ``pip install 'palaestra[docker]'`` and a running Docker engine.
 from __future__ import annotations
 
 import contextlib
+import os
+import select
 import socket
 import struct
 import time
@@ -31,6 +33,8 @@ from palaestra.sandboxes.local import WORKER_LOADER, safe_environment, worker_bu
 from palaestra.sandboxes.pool import FramedWorker, WorkerPoolSandbox
 
 DEFAULT_IMAGE = "python:3.12-slim"
+IMAGE_VARIABLE = "PALAESTRA_DOCKER_IMAGE"
+"""Environment variable naming the image used when none is passed (e.g. one built offline)."""
 CONTAINER_PATH = "/usr/local/bin:/usr/bin:/bin"
 WORK_DIR = "/tmp"
 WORKER_MEMORY_MB = 64
@@ -181,6 +185,14 @@ class _ContainerWorker(FramedWorker):
 
     @property
     def alive(self) -> bool:
+        """Running, as far as the exec socket tells: it reads end of file once the
+        container or the worker is gone."""
+        if self._alive and not self._frames:
+            try:
+                if select.select([self._socket], [], [], 0)[0]:  # readable: data or the end
+                    self._alive = self._socket.recv(1, socket.MSG_PEEK) != b""
+            except (OSError, ValueError):  # closed
+                self._alive = False
         return self._alive
 
     def kill(self) -> None:
@@ -199,7 +211,9 @@ class _ContainerWorker(FramedWorker):
 class DockerSandbox(WorkerPoolSandbox):
     """Run untrusted Python in Docker containers kept warm in a pool.
 
-    ``image`` needs ``python3`` (>= 3.11) and ``sleep``; it is pulled if missing.
+    ``image`` needs ``python3`` (>= 3.11) and ``sleep``; it is pulled if missing. Without
+    one, ``$PALAESTRA_DOCKER_IMAGE`` names it, else ``python:3.12-slim``
+    (docs/sandboxes.md builds one offline from Debian's packages).
     ``limits`` map to container limits (memory and pids cgroups) and to rlimits inside;
     ``cpus`` is the CPU quota of each container; ``work_dir_mb`` the size of its ``/tmp``
     tmpfs. ``preload`` names modules the workers import once (they must be in the image).
@@ -216,7 +230,7 @@ class DockerSandbox(WorkerPoolSandbox):
     def __init__(
         self,
         *,
-        image: str = DEFAULT_IMAGE,
+        image: str | None = None,
         pool_size: int = 2,
         limits: Limits | None = None,
         cpus: float = 1.0,
@@ -230,6 +244,8 @@ class DockerSandbox(WorkerPoolSandbox):
             limits=limits,
             env=safe_environment({"PATH": CONTAINER_PATH, **(env or {})}),
         )
+        if image is None:
+            image = os.environ.get(IMAGE_VARIABLE) or DEFAULT_IMAGE
         self._container_config = container_config(
             self.limits, image=image, cpus=cpus, work_dir_mb=work_dir_mb
         )
@@ -247,7 +263,8 @@ class DockerSandbox(WorkerPoolSandbox):
             except errors.APIError as exc:
                 raise RuntimeError(
                     f"Docker image {image!r} is not present and could not be pulled ({exc}); "
-                    f"pull it with `docker pull {image}` or pass image= an image you have"
+                    f"pull it with `docker pull {image}`, or pass image= (or set "
+                    f"{IMAGE_VARIABLE}) an image you have; docs/sandboxes.md builds one offline"
                 ) from exc
 
     def _start_worker(self) -> _ContainerWorker:

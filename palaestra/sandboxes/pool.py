@@ -255,7 +255,11 @@ class WorkerPoolSandbox(SandboxBase, ABC):
         return worker
 
     def _acquire(self, *, overflow: bool = False) -> FramedWorker:
-        return self._pool.acquire(overflow=overflow)
+        """A live worker: one that died while idle (killed from outside, its container
+        removed) is discarded and another taken, so no run is lost to it."""
+        while not (worker := self._pool.acquire(overflow=overflow)).alive:
+            self._pool.release(worker, healthy=False)
+        return worker
 
     def _release(self, worker: FramedWorker, healthy: bool) -> None:
         self._pool.release(worker, healthy and worker.alive)
