@@ -41,7 +41,7 @@ def block(code: str) -> str:
 WRITTEN = {  # LiveCodeBench and rllm publish no solutions: programs as a competent agent writes them
     "abc900_a": "print(3 * int(input()))",
     "deepcoder_7": "import sys\nprint(sys.stdin.readline().strip()[::-1])",
-    "9001": "class Solution:\n    def maxSum(self, nums: List[int], k: int) -> int:\n        return sum(sorted(nums)[-k:])",  # fmt: skip
+    "9001": "class Solution:\n    def maxSum(self, nums: List[int], k: int) -> int:\n        return sum(sorted(nums)[-k:])",
 }
 
 
@@ -120,7 +120,7 @@ def test_livecodebench_private_tests_are_unpacked_without_running_pickles() -> N
 
     record = json.loads((SAMPLES / "livecodebench.jsonl").read_text().splitlines()[0])
     record["private_test_cases"] = base64.b64encode(zlib.compress(pickle.dumps(Boom()))).decode()
-    with pytest.raises(ValueError, match="refused to load builtins.print"):
+    with pytest.raises(ValueError, match=r"refused to load builtins\.print"):
         load_problems([record])
 
 
@@ -131,14 +131,39 @@ def test_mbpp_shows_its_tests_and_grades_through_the_harness(box: LocalSandbox) 
 
 
 REFUSED = {
-    "unknown test type": {"problem": "p", "tests": json.dumps([{"input": "1", "output": "1", "testtype": "interactive"}])},  # fmt: skip
-    "mixed test types": {"problem": "p", "tests": json.dumps([{"input": "1", "output": "1", "testtype": "stdin"}, {"input": "1", "output": "1", "testtype": "functional"}]), "metadata": {"func_name": "f"}},  # fmt: skip
-    "no function name": {"problem": "p", "tests": json.dumps([{"input": "1", "output": "1", "testtype": "functional"}]), "metadata": {}},  # fmt: skip
-    "not python": {"prompt": "p", "verification_info": json.dumps({"language": "cpp", "test_cases": []})},  # fmt: skip
-    "inputs without outputs": {"question": "q", "input_output": json.dumps({"inputs": ["1"], "outputs": []})},  # fmt: skip
+    "unknown test type": {
+        "problem": "p",
+        "tests": json.dumps([{"input": "1", "output": "1", "testtype": "interactive"}]),
+    },
+    "mixed test types": {
+        "problem": "p",
+        "tests": json.dumps(
+            [
+                {"input": "1", "output": "1", "testtype": "stdin"},
+                {"input": "1", "output": "1", "testtype": "functional"},
+            ]
+        ),
+        "metadata": {"func_name": "f"},
+    },
+    "no function name": {
+        "problem": "p",
+        "tests": json.dumps([{"input": "1", "output": "1", "testtype": "functional"}]),
+        "metadata": {},
+    },
+    "not python": {
+        "prompt": "p",
+        "verification_info": json.dumps({"language": "cpp", "test_cases": []}),
+    },
+    "inputs without outputs": {
+        "question": "q",
+        "input_output": json.dumps({"inputs": ["1"], "outputs": []}),
+    },
     "no tests": {"problem": "p", "tests": "[]"},
     "bad JSON": {"question": "q", "input_output": "{not json"},
-    "call input not a list": {"problem": "p", "tests": json.dumps([{"type": "function_call", "fn_name": "f", "input": 3, "output": [3]}])},  # fmt: skip
+    "call input not a list": {
+        "problem": "p",
+        "tests": json.dumps([{"type": "function_call", "fn_name": "f", "input": 3, "output": [3]}]),
+    },
 }
 
 
