@@ -5,10 +5,12 @@ True
 >>> results_match([(12502499,)], [(12502500,)])
 False
 
-* **values** (after :func:`normalize`): NULL equals only NULL; integers and decimals
-  compare exactly (``5 == 5.0`` for a ``Decimal('5.0')``); when either side is a float,
-  :func:`math.isclose` with relative tolerance ``float_tolerance`` (and an absolute one of
-  :data:`ABSOLUTE_TOLERANCE` near zero); dates and times as ISO text, the way SQLite
+* **values** (after :func:`normalize`): NULL equals only NULL; an integer on either side
+  compares exactly, whatever the other side's type (``5 == 5.0``, but
+  ``1900620676900 != 1900620676901.0``), and so do two decimals; otherwise (a float on
+  either side) :func:`math.isclose` with relative tolerance ``float_tolerance`` (and an
+  absolute one of :data:`ABSOLUTE_TOLERANCE` near zero), and rows are paired by a
+  matching, so a tolerance match never depends on how the rows sort; dates and times as ISO text, the way SQLite
   stores them (``2024-03-01``, ``2024-03-01 05:15:00``); text and blobs exactly, and
   text never equals a number;
 * **rows** are a multiset (duplicates count, order free) unless the gold query orders
@@ -40,6 +42,8 @@ from typing import Any
 DEFAULT_FLOAT_TOLERANCE = 1e-9
 ABSOLUTE_TOLERANCE = 1e-12
 _ORDER_BY = re.compile(r"order(?:\s|/\*.*?\*/|--[^\n]*\n)+by", re.IGNORECASE | re.DOTALL)
+MAX_MATCHED_ROWS = 300
+"""The largest group of rows (equal on their exact columns) paired by a matching."""
 MAX_COLUMN_ORDERS = 5040
 """Column orders tried at most when several columns hold the same values (7!)."""
 
@@ -74,9 +78,14 @@ def _is_number(value: Any) -> bool:
 
 
 def cells_equal(a: Any, b: Any, tolerance: float = DEFAULT_FLOAT_TOLERANCE) -> bool:
-    """Whether two normalized cells are equal (rules in the module docstring)."""
+    """Whether two normalized cells are equal (rules in the module docstring).
+
+    >>> cells_equal(1_900_620_676_900, 1_900_620_676_901.0), cells_equal(5, 5.0)
+    (False, True)
+    """
     if _is_number(a) and _is_number(b):
-        if not (isinstance(a, float) or isinstance(b, float)):
+        exact = isinstance(a, int) or isinstance(b, int)  # whatever the other side's type
+        if exact or not (isinstance(a, float) or isinstance(b, float)):
             return a == b
         x, y = float(a), float(b)
         if math.isnan(x) or math.isnan(y):
@@ -99,24 +108,70 @@ def _sort_key(value: Any) -> tuple[int, Any]:
 
 
 def _same_multiset(left: Sequence[Row], right: Sequence[Row], tolerance: float) -> bool:
-    """Rows equal as multisets: both sorted, then compared pairwise. Columns holding floats
-    sort last, so rows that agree on their exact values line up before any float
-    tolerance matters."""
+    """Rows equal as multisets. Both are sorted with the columns holding floats last and
+    compared pairwise (enough, and fast, unless float tolerance reorders rows); failing
+    that, rows that agree on their exact columns are paired by a matching
+    (:func:`_float_parts_match`)."""
     if len(left) != len(right):
         return False
     if len(left) == 1:
         return _rows_equal(left[0], right[0], tolerance)
     width = len(left[0])
     floats = [j for j in range(width) if any(isinstance(r[j], float) for r in (*left, *right))]
-    order = [j for j in range(width) if j not in floats] + floats
+    exact = [j for j in range(width) if j not in floats]
 
     def key(row: Row) -> tuple[tuple[int, Any], ...]:
-        return tuple(_sort_key(row[j]) for j in order)
+        return tuple(_sort_key(row[j]) for j in exact + floats)
 
-    return all(
+    if all(
         _rows_equal(a, b, tolerance)
         for a, b in zip(sorted(left, key=key), sorted(right, key=key), strict=True)
+    ):
+        return True
+    return bool(floats) and _float_parts_match(left, right, exact, floats, tolerance)
+
+
+def _float_parts_match(
+    left: Sequence[Row],
+    right: Sequence[Row],
+    exact: list[int],
+    floats: list[int],
+    tolerance: float,
+) -> bool:
+    """Rows grouped by their exact columns (the groups must agree as multisets), then each
+    group's float parts paired by a maximum bipartite matching (groups of at most
+    :data:`MAX_MATCHED_ROWS` rows; a larger group keeps the sorted pairing's verdict)."""
+    groups: dict[tuple[Any, ...], tuple[list[Row], list[Row]]] = {}
+    for side, rows in enumerate((left, right)):
+        for row in rows:
+            groups.setdefault(tuple(row[j] for j in exact), ([], []))[side].append(
+                tuple(row[j] for j in floats)
+            )
+    return all(
+        len(mine) == len(theirs)
+        and len(mine) <= MAX_MATCHED_ROWS
+        and _perfect_matching(mine, theirs, tolerance)
+        for mine, theirs in groups.values()
     )
+
+
+def _perfect_matching(left: list[Row], right: list[Row], tolerance: float) -> bool:
+    """Whether every row of ``left`` pairs with its own equal row of ``right`` (Kuhn's
+    augmenting paths)."""
+    edges = [[k for k, b in enumerate(right) if _rows_equal(a, b, tolerance)] for a in left]
+    owner: list[int | None] = [None] * len(right)
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for k in edges[i]:
+            if k not in seen:
+                seen.add(k)
+                taken = owner[k]
+                if taken is None or augment(taken, seen):
+                    owner[k] = i
+                    return True
+        return False
+
+    return all(augment(i, set()) for i in range(len(left)))
 
 
 def _rows_equal(a: Row, b: Row, tolerance: float) -> bool:

@@ -11,6 +11,7 @@ import pytest
 
 from palaestra.verifiers.sql_compare import (
     MAX_COLUMN_ORDERS,
+    cells_equal,
     normalize,
     results_equal_as_sets,
     results_match,
@@ -28,6 +29,9 @@ from palaestra.verifiers.sql_compare import (
         (12_502_499.0, 12_502_500),
         (2**53 + 1, 2**53),  # beyond float precision, integers still exact
         (Decimal("5.1"), 5),
+        (1_900_620_676_901.0, 1_900_620_676_900),  # within float tolerance, not an integer
+        (1_900_620_676_900, 1_900_620_676_901.0),
+        (1e-17, 0),
         (0.3001, 0.3),
         ("5", 5),  # text is not a number
         (None, 0),
@@ -55,6 +59,41 @@ def test_different_values_do_not_match(predicted, gold):
 )
 def test_equal_values_match_across_types(predicted, gold):
     assert results_match([(predicted,)], [(gold,)])
+
+
+@pytest.mark.parametrize(
+    ("predicted", "gold"),
+    [
+        ("None", None),
+        ("1", b"1"),
+        (b"1", "1"),
+        ("1", 1),
+        ("1.5", 1.5),
+        ("(1, 2)", (1, 2)),
+        ("True", True),
+        ("b'1'", b"1"),
+        ("2024-03-01", "2024-03-01 00:00:00"),
+    ],
+)
+def test_non_numbers_compare_by_type_and_value_not_by_text(predicted, gold):
+    assert not results_match([(predicted,)], [(gold,)])
+    assert not results_match([(predicted, 7)], [(7, gold)])  # nor in another column
+    assert not cells_equal(normalize(predicted), normalize(gold))
+
+
+def test_tolerance_match_does_not_depend_on_sort_order():
+    rng = random.Random(0)
+    epsilon = 1e-12  # well inside the default relative tolerance at 1.0
+    for _ in range(200):
+        rows = [
+            (rng.choice([1.0, 2.0]), float(rng.randint(0, 3)), rng.randint(0, 2)) for _ in range(8)
+        ]
+        nudged = [(a + rng.choice([0.0, epsilon, -epsilon]), b, c) for a, b, c in rows]
+        rng.shuffle(nudged)
+        assert results_match(nudged, rows)
+        broken = list(nudged)
+        broken[0] = (broken[0][0], broken[0][1] + 0.5, broken[0][2])
+        assert not results_match(broken, rows)
 
 
 def test_tolerance_is_relative():

@@ -189,3 +189,18 @@ def test_both_backends_implement_one_protocol_and_do_not_import_each_other(db):
         assert "grade" in database.describe("big")
     with pytest.raises(ValueError, match="unknown SQL backend"):
         open_database(db, "oracle")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "duckdb"])
+@pytest.mark.parametrize(
+    ("predicted", "score"),
+    [
+        ("SELECT CAST(1900620676901 AS DOUBLE)", 0.0),
+        ("SELECT 1900620676901.0", 0.0),
+        ("SELECT CAST(1900620676900 AS DOUBLE)", 1.0),
+        ("SELECT 1900620676900.0", 1.0),
+    ],
+)
+def test_integers_compare_exactly_on_both_backends(db, backend, predicted, score):
+    gold = "SELECT 1900620676900"
+    assert execution_match(predicted, gold, db, backend=backend) == score

@@ -343,9 +343,10 @@ INTENTS = {
         (
             "For passenger {passenger_id}, list each booked flight's id and departure time "
             "with the departure time of their previous booked flight (NULL for the first), "
-            "in departure order, ties by flight id.",
-            "Flights booked by passenger {passenger_id}, in order of departure (then flight "
-            "id): flight id, departure, previous flight's departure (NULL at first).",
+            "one row per booking, in departure order, ties by flight id.",
+            "Flights booked by passenger {passenger_id}, one row per booking, in order of "
+            "departure (then flight id): flight id, departure, previous booking's departure "
+            "(NULL at first).",
         ),
         "SELECT f.id, f.departure, LAG(f.departure) OVER (ORDER BY f.departure, f.id) "
         "FROM bookings b JOIN flights f ON f.id = b.flight_id "

@@ -99,8 +99,9 @@ INTENTS = {
         1,
         (
             "Which teachers were hired between {start} and {end}, both days included? Give "
-            "their names and departments.",
-            "Name and department of every teacher whose hiring date is from {start} to {end}.",
+            "their names and departments, one row per teacher.",
+            "Name and department of every teacher whose hiring date is from {start} to {end} "
+            "(one row per teacher).",
         ),
         "SELECT name, department FROM teachers WHERE hired BETWEEN {start} AND {end}",
         {
