@@ -6,8 +6,9 @@
   tables, run the gold query, answer) driven by their oracle, on a pinned database
   (``db_seed=0``) and with a database per seed;
 * ``execution_match(gold, gold, db)`` over questions of every domain and level on SQLite and
-  on DuckDB (the answer in DuckDB's dialect): checks/s of wall time, and checks per CPU
-  second of this process and the DuckDB worker together (steadier on a loaded machine).
+  on DuckDB (the answer in DuckDB's dialect), each check after ``database_path()`` as the
+  env issues it: checks/s of wall time, and checks per CPU second of this process and the
+  query workers together (steadier on a loaded machine).
 
     python benchmarks/bench_sql.py --episodes 300 --checks 300
 
@@ -18,8 +19,10 @@ two versions of palaestra can be timed on the same queries.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -34,13 +37,15 @@ from palaestra.verifiers.sql import connect_readonly, execution_match
 
 
 def worker_cpu() -> float:
-    """CPU seconds used so far by the DuckDB worker processes (0 where there are none)."""
-    try:
-        from palaestra.verifiers.sql_duckdb import default_pool
-    except ImportError:  # a version that ran DuckDB in this process
-        return 0.0
+    """CPU seconds used so far by the SQLite and DuckDB worker processes (0 where none)."""
+    pids = []
+    for module in ("palaestra.verifiers.sql", "palaestra.verifiers.sql_duckdb"):
+        try:
+            pids += importlib.import_module(module).default_pool().pids
+        except (ImportError, AttributeError):  # a version that ran queries in this process
+            continue
     total = 0.0
-    for pid in default_pool().pids:
+    for pid in pids:
         with open(f"/proc/{pid}/stat") as handle:
             fields = handle.read().rsplit(")", 1)[1].split()
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -103,6 +108,13 @@ def question_pairs(checks: int, levels: tuple[int, ...]) -> list[tuple[str, str]
     return pairs
 
 
+def env_path(path: str) -> Path:
+    """The database at ``path`` asked for as the env asks for it on each reset
+    (:func:`database_path`, which marks the file used)."""
+    domain, seed = re.fullmatch(r"(\w+)-seed(\d+)-v\d+\.sqlite", Path(path).name).groups()
+    return database_path(domain, int(seed), Path(path).parent)
+
+
 def match_rate(pairs: list[tuple[str, str]], backend: str = "sqlite") -> tuple[float, float]:
     """(checks/s, checks per CPU second) of ``execution_match(gold, gold)`` over ``pairs``,
     the predicted query on ``backend`` (DuckDB gets it in its dialect)."""
@@ -111,7 +123,7 @@ def match_rate(pairs: list[tuple[str, str]], backend: str = "sqlite") -> tuple[f
         execution_match(answer, gold, path, backend=backend)  # start workers, load databases
     cpu, worker, started = time.process_time(), worker_cpu(), time.perf_counter()
     matched = sum(
-        execution_match(answer, gold, path, backend=backend)
+        execution_match(answer, gold, env_path(path), backend=backend)
         for answer, (gold, path) in zip(answers, pairs, strict=True)
     )
     elapsed = time.perf_counter() - started

@@ -25,6 +25,7 @@ that fails raises :class:`SQLError` (a broken task is not a wrong answer).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import sqlite3
@@ -34,7 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from palaestra.verifiers.sql_backend import (
     BACKENDS,
@@ -73,7 +74,9 @@ __all__ = [
     "answer_matches",
     "connect_readonly",
     "default_pool",
+    "delete_unless_held",
     "execution_match",
+    "hold_file",
     "open_database",
     "run_query",
     "to_sqlite",
@@ -206,6 +209,28 @@ def run_query(
     return QueryResult(columns, rows, truncated=truncated)
 
 
+def hold_file(path: Path) -> BinaryIO:
+    """``path`` opened with a shared lock held until it is closed: a cache that deletes
+    files (:func:`delete_unless_held`) leaves it in place."""
+    handle = path.open("rb")
+    fcntl.flock(handle, fcntl.LOCK_SH)
+    return handle
+
+
+def delete_unless_held(path: Path) -> bool:
+    """Delete ``path`` unless a process holds it (:func:`hold_file`); whether it was."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        path.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(descriptor)
+
+
 _pool: WorkerPool | None = None
 _pool_lock = threading.Lock()
 
@@ -266,6 +291,7 @@ class SQLiteDatabase:
     ) -> None:
         self.path = Path(path).resolve()
         self.connection = connect_readonly(self.path)
+        self._hold = hold_file(self.path)  # a cache never deletes a file in use
         self._pool = pool
         self.kill_grace = kill_grace
 
@@ -325,6 +351,7 @@ class SQLiteDatabase:
 
     def close(self) -> None:
         self.connection.close()
+        self._hold.close()
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
+import time
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from palaestra.envs.sql import databases
 from palaestra.envs.sql.databases import DOMAINS, database_path
 from palaestra.envs.sql.env import HELD_OUT_FIRST_SEED, PRESETS
 from palaestra.envs.sql.questions import INTENTS, LEVELS, generate_question
-from palaestra.verifiers.sql import connect_readonly, run_query
+from palaestra.verifiers.sql import SQLiteDatabase, connect_readonly, run_query
 from palaestra.verifiers.sql_compare import results_match
 
 DOMAIN_IDS = ["sql:Shop-v0", "sql:School-v0", "sql:Flights-v0", "sql:Hospital-v0", "sql:Library-v0"]
@@ -70,6 +71,30 @@ def test_the_database_cache_is_bounded_least_recently_used_first(tmp_path, monke
         database_path("school", seed, tmp_path)
     kept = sorted(p.name for p in tmp_path.glob("*.sqlite"))
     assert kept == [f"school-seed{s}-v{databases.GENERATOR_VERSION}.sqlite" for s in (0, 3, 4)]
+
+
+def test_the_cache_never_deletes_a_database_in_use(tmp_path, monkeypatch):
+    monkeypatch.setattr(databases, "MAX_CACHED_DATABASES", 1)
+    held = SQLiteDatabase(database_path("school", 0, tmp_path))
+    try:
+        for seed in (1, 2):
+            database_path("school", seed, tmp_path)
+        assert held.path.is_file()  # the least recently used, but open
+        assert held.query("SELECT COUNT(*) FROM teachers").rows[0][0] > 0
+    finally:
+        held.close()
+    database_path("school", 3, tmp_path)
+    assert not held.path.exists()  # closed: evicted like any other
+
+
+def test_using_a_database_leaves_its_modification_time(tmp_path):
+    path = database_path("shop", 0, tmp_path)
+    before = path.stat()
+    time.sleep(0.01)
+    assert database_path("shop", 0, tmp_path) == path
+    after = path.stat()
+    assert after.st_mtime_ns == before.st_mtime_ns  # a DuckDB copy keyed on it stays loaded
+    assert after.st_atime_ns > before.st_atime_ns  # the cache's recency
 
 
 def test_each_seed_draws_its_own_database_and_eval_seeds_are_held_out():

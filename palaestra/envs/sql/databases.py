@@ -10,7 +10,10 @@ so an answer on one database says little about the next.
 A database is generated in memory and written to a temporary name, then renamed into the
 cache (:func:`cache_dir`), so concurrent processes never see a half-written file; the file
 name carries the generator version. The cache holds at most :data:`MAX_CACHED_DATABASES`
-files: each use touches its file, and writing a new one deletes the least recently used.
+files: each use sets its file's access time (never its modification time, which the
+DuckDB worker reads to know its loaded copy is current), and writing a new one deletes the
+least recently used, except files some process holds open
+(:class:`~palaestra.verifiers.sql.SQLiteDatabase` holds a shared lock on its file).
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ import contextlib
 import os
 import sqlite3
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from palaestra.core.cache import cache_root
 from palaestra.envs.sql.domains import DOMAINS as _MODULES
 from palaestra.envs.sql.domains.base import GENERATOR_VERSION, Gen
+from palaestra.verifiers.sql import delete_unless_held
 
 __all__ = ["DOMAINS", "GENERATOR_VERSION", "MAX_CACHED_DATABASES", "cache_dir", "database_path"]
 
@@ -48,7 +53,7 @@ def database_path(domain: str, seed: int = 0, directory: str | Path | None = Non
     path = folder / f"{domain}-seed{seed}-v{GENERATOR_VERSION}.sqlite"
     if path.is_file():
         with contextlib.suppress(OSError):  # another process may have just evicted it
-            os.utime(path)
+            os.utime(path, ns=(time.time_ns(), path.stat().st_mtime_ns))  # used now
             return path
     folder.mkdir(parents=True, exist_ok=True)
     _build(domain, seed, path)
@@ -93,11 +98,13 @@ def _index_foreign_keys(connection: sqlite3.Connection) -> None:
 
 
 def _evict(folder: Path, keep: int) -> None:
-    """Delete the least recently used generated databases beyond ``keep``."""
+    """Delete the least recently used generated databases beyond ``keep``, skipping files
+    in use (:func:`~palaestra.verifiers.sql.hold_file`)."""
     files = []
     for file in folder.glob("*-seed*-v*.sqlite"):
         with contextlib.suppress(OSError):
-            files.append((file.stat().st_mtime_ns, file))
+            files.append((file.stat().st_atime_ns, file))
     files.sort()
     for _, file in files[: max(0, len(files) - keep)]:
-        file.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            delete_unless_held(file)
