@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from palaestra.verifiers.extract import boxed_contents, last_tagged
+from palaestra.verifiers.extract import answer_phrase, boxed_contents, last_tagged
 from palaestra.verifiers.math_normalize import (
     clean_latex,
     compare_numbers,
@@ -76,6 +76,7 @@ _CHOICES = frozenset("ABCDE")
 
 _PAREN_CHOICE = re.compile(r"\(([A-E])\)")
 _TRAILING_CHOICE = re.compile(r"(?:^|[\s:*])([A-E])[.)]?\**\s*$")
+_LEADING_CHOICE = re.compile(r"^\s*\**\(?([A-E])(?:[.:)]|\**\s*$)")
 
 
 @dataclass(frozen=True)
@@ -110,17 +111,27 @@ def _stated_answer(completion: str, max_boxed: int) -> _Stated:
 
 
 def _choice_letter(completion: str, stated: str | None) -> str | None:
-    """The multiple-choice letter a completion ends on: its boxed/tagged answer, the last
-    ``(X)``, or a letter standing alone at the very end."""
+    """The multiple-choice letter a completion states: its boxed/tagged answer, the letter
+    an answer phrase names ("The answer is C."), the last ``(X)``, a letter standing alone
+    at the very end, or a letter the completion opens with ("C. Because ...")."""
     if stated is not None:
-        letter = normalize_answer(stated)
-        return letter if letter in _CHOICES else None
+        return _as_choice(stated)
     tail = completion[-MAX_ANSWER_CHARS:]
+    phrase = answer_phrase(tail)
+    letter = None if phrase is None else _as_choice(phrase)
+    if letter is not None:
+        return letter
     found = _PAREN_CHOICE.findall(tail)
     if found:
         return found[-1]
-    match = _TRAILING_CHOICE.search(tail)
+    match = _TRAILING_CHOICE.search(tail) or _LEADING_CHOICE.match(completion)
     return match.group(1) if match else None
+
+
+def _as_choice(text: str) -> str | None:
+    """``text`` as a choice letter (``C``, ``(c)``, ``\\text{C}``, ``C.``), else None."""
+    letter = normalize_answer(text.strip().strip("*"))
+    return letter if letter in _CHOICES else None
 
 
 def _check_math_verify() -> None:

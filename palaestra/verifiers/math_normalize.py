@@ -19,7 +19,7 @@ MAX_FAST_NUMBER_CHARS = 200
 _DELIMITERS = re.compile(r"\\[()\[\]]|\$")
 _MATH_THOUSANDS = re.compile(r"(?<=\d)(?:\{,\}|,\\!\s*)(?=\d{3}(?!\d))")
 _SPACE_THOUSANDS = re.compile(r"(?<=\d)\\[,;: ](?=\d{3}(?!\d))")
-_SPACING = re.compile(r"\\[!,;: ]|~")
+_SPACING = re.compile(r"(?<!\\)\\[!,;: ]|~")  # not the space after a row break \\
 _SIZING = re.compile(r"\\(?:displaystyle|left|right|bigl|bigr|Bigl|Bigr)\b")
 _TEXT_WRAPPER = re.compile(
     r"\\(?:text|textbf|textit|textrm|textnormal|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}"
@@ -134,7 +134,8 @@ def _parse_number(text: str) -> _Number | None:
 
 def compare_numbers(pred: str, gold: str, rel_tol: float) -> bool | None:
     """Whether two normalized answers are equal numbers (within ``rel_tol``, a percentage
-    also matching its value over 100); None unless both are plain numbers.
+    also matching its value over 100, a fraction rounding to a decimal gold as in
+    :func:`rounds_to_gold`); None unless both are plain numbers.
 
     >>> compare_numbers("50%", "0.5", 1e-6)
     True
@@ -142,7 +143,37 @@ def compare_numbers(pred: str, gold: str, rel_tol: float) -> bool | None:
     pred_number, gold_number = _parse_number(pred), _parse_number(gold)
     if pred_number is None or gold_number is None:
         return None
-    return _numbers_equal(pred_number, gold_number, rel_tol)
+    if _numbers_equal(pred_number, gold_number, rel_tol):
+        return True
+    exact = not pred_number.percent and _PLAIN_NUMBER.match(pred) is None
+    return exact and rounds_to_gold(pred_number.value, gold)
+
+
+MIN_ROUNDED_GOLD_DIGITS = 3
+"""A decimal gold with at least this many significant digits may be a rounded value."""
+_ROUNDED_DECIMAL = re.compile(r"^[-+]?(?P<int>\d*)\.(?P<places>\d+)$")
+
+
+def rounds_to_gold(value: Fraction, gold: str) -> bool:
+    r"""Whether the exact ``value`` rounds to ``gold``, a decimal of at least
+    :data:`MIN_ROUNDED_GOLD_DIGITS` significant digits, at the gold's decimal places (a
+    percentage gold at its own places). A gold written ``85.71`` for ``\frac{600}{7}`` is a
+    rounded value; ``0.25`` or ``0.5`` are read as exact.
+
+    >>> rounds_to_gold(Fraction(600, 7), "85.71"), rounds_to_gold(Fraction(600, 7), "85.72")
+    (True, False)
+    """
+    text = normalize_answer(gold)
+    percent = text.endswith("%")
+    text = text.removesuffix("%").rstrip()
+    match = _ROUNDED_DECIMAL.match(text) if len(text) <= MAX_FAST_NUMBER_CHARS else None
+    if match is None:
+        return False
+    digits = (match.group("int") + match.group("places")).lstrip("0")
+    if len(digits) < MIN_ROUNDED_GOLD_DIGITS:
+        return False
+    scaled = value * 100 if percent else value
+    return abs(scaled - Fraction(text)) <= Fraction(1, 2 * 10 ** len(match.group("places")))
 
 
 def _close(a: Fraction, b: Fraction, rel_tol: float) -> bool:

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import logging
 import re
+from fractions import Fraction
 from functools import lru_cache
 
-from palaestra.verifiers.math_normalize import clean_latex
+from palaestra.verifiers.extract import last_boxed
+from palaestra.verifiers.math_forms import MAX_REWRITTEN_CHARS, other_readings
+from palaestra.verifiers.math_normalize import clean_latex, rounds_to_gold
 
 MAX_BARE_ANSWER_CHARS = 2000
 """A completion longer than this is never read as one bare LaTeX answer."""
@@ -156,7 +159,111 @@ def symbolic_grade(
     and the answer text it extracted."""
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # the worker enforces the timeout
     pred_parsed, extracted = _reading(completion)
-    return _equal(pred_parsed, extracted, _parse_gold(gold), ordered_lists), extracted
+    if _equal(pred_parsed, extracted, _parse_gold(gold), ordered_lists):
+        return True, extracted
+    answer = _answer_text(completion, extracted)
+    return answer is not None and _equal_in_other_forms(answer, gold, ordered_lists), extracted
+
+
+def _answer_text(completion: str, extracted: str | None) -> str | None:
+    """The answer as written: the box or bare answer math-verify read, whose extraction
+    may have kept only a part (``7`` of ``7 \\text{ apples and } 4 \\text{ pears}``)."""
+    if extracted is None:
+        return None
+    box = last_boxed(completion)
+    if box is not None and (extracted in box or completion == f"\\boxed{{{box}}}"):
+        return box
+    text = completion[-MAX_COMPLETION_CHARS:]
+    return text if _is_bare_answer(text) and extracted in text else extracted
+
+
+def _equal_in_other_forms(answer: str, gold: str, ordered_lists: bool) -> bool:
+    """Whether ``answer`` equals ``gold`` once either is read in another form: the rewrites
+    of :mod:`palaestra.verifiers.math_forms`, conditions as sets, a rounded decimal gold."""
+    answer, gold = clean_latex(answer), clean_latex(gold)
+    if not answer or not gold or max(len(answer), len(gold)) > MAX_REWRITTEN_CHARS:
+        return False
+    for index, (ours, theirs) in enumerate([(answer, gold), *other_readings(answer, gold)]):
+        pred_parsed, gold_parsed = _parse(_as_latex(ours)), _parse_gold(theirs)
+        if index and _equal(pred_parsed, ours, gold_parsed, ordered_lists):
+            return True
+        if _equal_as_sets(ours, pred_parsed, theirs, gold_parsed):
+            return True
+        if _rounds_to(pred_parsed, ours, theirs):
+            return True
+    return False
+
+
+_SET_BUILDER = re.compile(
+    r"^(?:\\[Bb]igg?)?\\\{\s*(?P<var>[A-Za-z])\s*(?:\\mid|\||:|\\colon)"
+    r"\s*(?P<condition>[^{}]*(?:\{[^{}]*\}[^{}]*)*?)\s*(?:\\[Bb]igg?)?\\\}"
+    r"(?:\s*(?:-|\\setminus|\\backslash)\s*(?P<minus>\\\{[^{}]*\\\}))?$"
+)
+
+
+def _as_set(text: str, parsed: list):
+    r"""The set an answer describes: a set-builder ``\{x \mid -1 < x < 1\}`` (less a finite
+    set), a condition in one variable, or conditions joined by "or"; None otherwise."""
+    builder = _SET_BUILDER.match(text)
+    if builder:
+        text = builder.group("condition")
+        condition = _condition_set(text, _parse(f"${text}$"))
+        if condition is None or not builder.group("minus"):
+            return condition
+        minus = _parse(f"${builder.group('minus')}$")
+        return condition - minus[0] if minus and minus[0].is_FiniteSet else None
+    return _condition_set(text, parsed)
+
+
+_OR = re.compile(r"\bor\b|\\(?:lor|vee)\b")
+_AND = re.compile(r"\band\b|\\(?:land|wedge)\b")
+
+
+def _condition_set(text: str, parsed: list):
+    """The solution set of a parsed condition in one variable, or None. math-verify parses
+    conditions joined by "or" or "and" alike, as a set of conditions: only "or" (and no
+    "and") makes it their union."""
+    from sympy import And, FiniteSet, Or, Union
+    from sympy.core.relational import Relational
+
+    if not parsed:
+        return None
+    conditions = parsed[0].args if isinstance(parsed[0], FiniteSet) else (parsed[0],)
+    if len(conditions) > 1 and not (_OR.search(text) and not _AND.search(text)):
+        return None
+    if not conditions or not all(isinstance(c, Relational | And | Or) for c in conditions):
+        return None
+    variables = set().union(*(c.free_symbols for c in conditions))
+    if len(variables) != 1:
+        return None
+    return Union(*(c.as_set() for c in conditions))
+
+
+def _equal_as_sets(answer: str, pred_parsed: list, gold: str, gold_parsed: list) -> bool:
+    """Whether a condition or set-builder on one side describes the set on the other."""
+    from math_verify import verify as mv_verify
+
+    pred_set, gold_set = _as_set(answer, pred_parsed), _as_set(gold, gold_parsed)
+    if pred_set is None and gold_set is None:
+        return False
+    pred_side = pred_parsed if pred_set is None else [pred_set]
+    gold_side = gold_parsed if gold_set is None else [gold_set]
+    if not pred_side or not gold_side:
+        return False
+    return bool(mv_verify(gold_side, pred_side, timeout_seconds=None))
+
+
+def _rounds_to(pred_parsed: list, answer: str, gold: str) -> bool:
+    """Whether an exact closed-form answer (not a decimal) rounds to a decimal gold."""
+    from sympy import Expr, Rational
+
+    value = pred_parsed[0] if pred_parsed else None
+    if not isinstance(value, Expr) or value.free_symbols or _DOT_NUMBER.fullmatch(answer):
+        return False
+    numeric = value.evalf(30)
+    if not numeric.is_real or not numeric.is_finite:
+        return False
+    return rounds_to_gold(Fraction(str(Rational(numeric))), gold)
 
 
 @lru_cache(maxsize=1024)
