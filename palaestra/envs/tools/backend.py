@@ -61,7 +61,9 @@ class RecordedTool(FunctionTool):
     def _record(self, arguments: Any, output: str) -> str:
         accepted = not output.startswith("error:")
         arguments = arguments if isinstance(arguments, dict) else {}
-        self.backend.calls.append(Call(self.name, arguments, accepted, self.writes))
+        identified = self.backend.identified
+        call = Call(self.name, arguments, accepted, self.writes, identified, output)
+        self.backend.calls.append(call)
         self.backend.outputs.append(output)
         self.backend.revision += 1
         return output
@@ -90,6 +92,8 @@ class Backend:
     database_type: ClassVar[type[pydantic.BaseModel]]
     vocabulary: ClassVar[Vocabulary] = Vocabulary()
     topics: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    identity_key: ClassVar[str] = "customer_id"
+    """The session key an identity check sets (who the conversation is about)."""
     generate: ClassVar[Callable[[np.random.Generator], pydantic.BaseModel]]
     generate_task: ClassVar[Callable[[Any, np.random.Generator, int], ToolTask]]
 
@@ -130,6 +134,11 @@ class Backend:
                 if getattr(member, _TOOL_MARK, None)
             ]
         return self._tools
+
+    @property
+    def identified(self) -> bool:
+        """Whether an identity check of this conversation has succeeded."""
+        return self.session.get(self.identity_key) is not None
 
     def tell(self, fact: Fact) -> None:
         """Register a fact the policy says to tell the customer (called by a tool that did
@@ -215,16 +224,17 @@ def refusal(
 ) -> ToolTask:
     """A request the policy refuses. The reference actions ``identify`` the customer and
     ``read`` the record that shows why; the right end state is the database unchanged, and
-    ``why`` must be told. Either ``read`` or the refused ``attempt`` (its arguments: the ones
-    that single out the request) must be made: a refusal rests on the record or the tool's
-    refusal, not on a guess from the request."""
+    ``why`` must be told, after ``read`` (once the customer is identified) or the tool's
+    refusal of ``attempt`` (its arguments: the ones that single out the request) for that
+    reason: a refusal rests on the record or the tool's refusal, not on a guess from the
+    request (see :class:`~.checks.Grounded`; the env fills in the reason's phrases)."""
     return ToolTask(
         level,
         request,
         (*identify, read),
         facts,
         report=(why,),
-        checks=(Grounded((read, attempt)),),
+        checks=(Grounded(read, attempt, (why.value,)),),
         goal=goal,
     )
 

@@ -8,8 +8,9 @@ with its arguments and whether the tool accepted it):
 * :class:`Before`: every accepted call matching ``then`` comes after an accepted call matching
   ``first`` (look up the free slots before booking one, read the transactions before
   disputing one: a policy that guesses ids from their pattern fails);
-* :class:`Grounded`: one of some calls was made, a refused one included (a refusal rests on
-  the record that shows why, or on the tool's own refusal, not on a guess from the request).
+* :class:`Grounded`: a refusal rests on the record that shows why (an accepted read made once
+  the customer was identified) or on the tool's own refusal for that reason, not on a guess
+  from the request, a call with missing arguments or a locked identity check.
 
 A call matches a check's call when it names the same tool and every argument the check gives
 is equal (strings compared stripped, numbers to 1e-6, lists element by element); arguments the
@@ -23,16 +24,20 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from palaestra.core.tool_calls import ToolCall
+from palaestra.envs.tools.facts import has_phrase, plain
 
 
 @dataclass(frozen=True)
 class Call:
-    """A tool call the agent made: its arguments as sent, and whether the tool accepted it."""
+    """A tool call the agent made: its arguments as sent, whether the tool accepted it,
+    whether a customer had been identified when it was made, and what the tool answered."""
 
     name: str
     arguments: Mapping[str, Any]
     accepted: bool
     writes: bool
+    identified: bool = True
+    output: str = ""
 
 
 class ActionCheck(Protocol):
@@ -92,14 +97,30 @@ class Forbidden:
 
 @dataclass(frozen=True)
 class Grounded:
-    """One of ``calls`` was made (the tool may have refused it: its refusal shows why)."""
+    """A refusal rests on what shows why: an accepted ``read`` made once the customer was
+    identified, or ``attempt`` refused by the tool with a message that states the reason (one
+    of the ``reason`` phrases). Nothing else grounds it: a call with missing arguments, one
+    made before identification, one refused for another reason (a locked identity check)."""
 
-    calls: tuple[ToolCall, ...]
+    read: ToolCall
+    attempt: ToolCall
+    reason: tuple[str, ...]
+
+    def grounds(self, call: Call) -> bool:
+        """Whether ``call`` shows why the request is refused."""
+        if not call.identified:
+            return False
+        if call.accepted:
+            return matches(self.read, call)
+        return matches(self.attempt, call) and has_phrase(plain(call.output), self.reason)
 
     def problem(self, calls: Sequence[Call]) -> str | None:
-        if any(matches(wanted, c) for wanted in self.calls for c in calls):
+        if any(self.grounds(call) for call in calls):
             return None
-        return f"none of {', '.join(describe(c) for c in self.calls)} was made"
+        return (
+            f"neither {describe(self.read)} after identification nor {describe(self.attempt)} "
+            "refused for the reason was made"
+        )
 
 
 @dataclass(frozen=True)

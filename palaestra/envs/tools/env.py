@@ -38,12 +38,23 @@ import pydantic
 
 from palaestra.agents.spec import make_agent
 from palaestra.core.env import Policy, ResetResult, StepResult
+from palaestra.core.messages import without_reasoning
 from palaestra.core.tool_calls import ToolCall
 from palaestra.envs.base import EPISODE_OVER, TurnBasedEnv, difficulty_preset
 from palaestra.envs.tool_env import ToolEnv
 from palaestra.envs.tools.backend import Backend, ToolTask, chunks, replay, state_diff
-from palaestra.envs.tools.checks import Before, Call, Required, matches
-from palaestra.envs.tools.facts import REASON, Fact, Values, judge, merge, shown, values
+from palaestra.envs.tools.checks import ActionCheck, Before, Call, Grounded, Required, matches
+from palaestra.envs.tools.facts import (
+    REASON,
+    SLACK,
+    Fact,
+    Values,
+    Vocabulary,
+    judge,
+    merge,
+    shown,
+    values,
+)
 from palaestra.envs.tools.user import (
     FACTS_PER_REPLY,
     Progress,
@@ -60,6 +71,10 @@ DOMAINS = {
 }
 LEVELS = {"easy": {"levels": (1,)}, "medium": {"levels": (2,)}, "hard": {"levels": (3,)}}
 LEVELS["mixed"] = {"levels": (1, 2, 3)}
+CONVERSATION_SLACK = 3
+"""Values of a fact's kind the whole conversation may state beside the facts and the user's own
+values (a message may state two: :data:`~palaestra.envs.tools.facts.DEFAULT_SLACK`; one more
+for a detail of the records in a plan); a refusal names one reason in all."""
 MAX_MESSAGE_CHARS = 2000
 """The part of a message to the user that counts (a policy must not list every possible fact)."""
 EPISODE_DATABASE = 1
@@ -156,6 +171,8 @@ class Grading:
     """What the conversation has done so far toward the task (see :meth:`ToolUseEnv.progress`)."""
 
     seen: Values
+    user_said: Values
+    stated: Values = dataclasses.field(default_factory=dict)
     told: set[Fact] = dataclasses.field(default_factory=set)
     fabricated: list[str] = dataclasses.field(default_factory=list)
     guesses: list[str] = dataclasses.field(default_factory=list)
@@ -203,7 +220,7 @@ class ToolUseEnv(TurnBasedEnv):
         self._task: ToolTask | None = None
         self._episode_db: DatabaseSeed = 0
         self._expected: dict[str, Any] = {}
-        self._grading = Grading(seen={})
+        self._grading = Grading(seen={}, user_said={})
 
     @property
     def system_prompt(self) -> str:
@@ -230,8 +247,9 @@ class ToolUseEnv(TurnBasedEnv):
         self._task = self._draw_task(level)
         self.backend.load(snapshot(self.backend_type, self._episode_db))
         seen: Values = {kind: set(found) for kind, found in self._prompt_values().items()}
-        merge(seen, shown(self._task.request, self.backend_type.vocabulary))
-        self._grading = Grading(seen=seen)
+        request = shown(self._task.request, self.backend_type.vocabulary)
+        merge(seen, request)
+        self._grading = Grading(seen=seen, user_said=request)
         self.start()
         return self.user.start(self._task), {"role": "user", "level": self._task.level}
 
@@ -275,12 +293,13 @@ class ToolUseEnv(TurnBasedEnv):
 
     def _complete(self, task: ToolTask) -> ToolTask:
         """``task`` with the facts and checks of the replay just made (see :class:`ToolTask`)."""
-        referee = self._referee
+        referee, vocabulary = self._referee, self.backend_type.vocabulary
         report = tuple(dict.fromkeys((*task.report, *referee.told)))
+        checks = tuple(_with_reason_phrases(check, vocabulary) for check in task.checks)
         return dataclasses.replace(
             task,
             report=report,
-            checks=(*task.checks, *referee.policy_checks(task.actions)),
+            checks=(*checks, *referee.policy_checks(task.actions)),
             outcomes=tuple(referee.outputs),
             topics=self.backend_type.topics,
             vocabulary=self.backend_type.vocabulary,
@@ -299,8 +318,11 @@ class ToolUseEnv(TurnBasedEnv):
         grading = self._absorb_calls()
         return Progress(
             database_done=self._database_done(),
-            reported=not grading.fabricated and set(self.task.report) <= grading.told,
+            reported=not grading.fabricated
+            and set(self.task.report) <= grading.told
+            and not self._overstated(),
             rules_followed=not grading.guesses and not self.check_problems(),
+            shown=grading.seen,
         )
 
     def check_problems(self) -> list[str]:
@@ -318,8 +340,23 @@ class ToolUseEnv(TurnBasedEnv):
             *(f"database differs at {path}" for path in self.mismatch()),
             *missing,
             *(f"made up: {value}" for value in grading.fabricated),
+            *self._overstated(),
             *self.check_problems(),
             *grading.guesses,
+        ]
+
+    def _overstated(self) -> list[str]:
+        """The kinds of the facts to tell of which the conversation has stated more values than
+        the facts plus :data:`CONVERSATION_SLACK` (the user's own values aside): values tried
+        one a message until the user is satisfied tell nothing."""
+        grading, wanted = self._grading, {}
+        for fact in self.task.report:
+            wanted[fact.kind] = wanted.get(fact.kind, 0) + 1
+        return [
+            f"{len(said)} values of kind {kind!r} stated (at most {count + CONVERSATION_SLACK})"
+            for kind, count in wanted.items()
+            if len(said := grading.stated.get(kind, set()) - grading.user_said.get(kind, set()))
+            > count + SLACK.get(kind, CONVERSATION_SLACK)
         ]
 
     def mismatch(self) -> list[str]:
@@ -354,6 +391,7 @@ class ToolUseEnv(TurnBasedEnv):
     # -- the conversation ------------------------------------------------------------------
 
     def play(self, action: str) -> StepResult:
+        action = without_reasoning(action)
         progress = self._message(action)
         reply = self.user.respond(action, progress)
         if inspect.isawaitable(reply):
@@ -364,6 +402,7 @@ class ToolUseEnv(TurnBasedEnv):
         if self.done:
             return EPISODE_OVER, 0.0, True, False, {"role": "user"}
         self.turn += 1
+        action = without_reasoning(action)
         progress = self._message(action)
         reply = self.user.respond(action, progress)
         if inspect.isawaitable(reply):
@@ -375,12 +414,19 @@ class ToolUseEnv(TurnBasedEnv):
         verdict = judge(
             action[:MAX_MESSAGE_CHARS], self.task.report, grading.seen, self.task.vocabulary
         )
-        grading.told |= verdict.told
+        grounded = not any(
+            isinstance(check, Grounded) and check.problem(self.backend.calls)
+            for check in self.task.checks
+        )
+        grading.told |= {f for f in verdict.told if grounded or f.kind != REASON}
         grading.fabricated += verdict.fabricated
+        merge(grading.stated, values(action[:MAX_MESSAGE_CHARS], self.task.vocabulary))
         return self.progress()
 
     def _reply(self, reply: UserTurn, progress: Progress) -> StepResult:
-        merge(self._grading.seen, shown(reply.text, self.backend_type.vocabulary))
+        said = shown(reply.text, self.backend_type.vocabulary)
+        merge(self._grading.seen, said)
+        merge(self._grading.user_said, said)
         if not (reply.stop or self.turns_left() <= 0):
             return self.proceed(reply.text)
         success = progress.satisfied
@@ -403,6 +449,15 @@ class ToolUseEnv(TurnBasedEnv):
             f"-- message {self.turn}/{self.max_turns}, database done: {progress.database_done}, "
             f"reported: {progress.reported}, rules followed: {progress.rules_followed}"
         )
+
+
+def _with_reason_phrases(check: ActionCheck, vocabulary: Vocabulary) -> ActionCheck:
+    """A :class:`Grounded` check whose reason is a code of ``vocabulary``, with the code's
+    phrases (what a tool's refusal for that reason says)."""
+    if not isinstance(check, Grounded):
+        return check
+    phrases = [p for code in check.reason for p in vocabulary.reasons.get(code, (code,))]
+    return dataclasses.replace(check, reason=tuple(dict.fromkeys((*check.reason, *phrases))))
 
 
 def _guessed(call: Call, task: ToolTask, told: set[Any]) -> list[str]:

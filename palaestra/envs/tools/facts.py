@@ -8,11 +8,15 @@ the reason a request was refused). Grading a message (:func:`judge`) compares no
 
 * a fact is told when a message states its value;
 * a message that states a value of a graded kind (amounts, times, ids, last four digits,
-  doctors, items) that the episode never showed the agent, and that is no fact either, is
-  fabricated: listing candidates to hit the right one fails;
+  doctors, items) that the episode never showed the agent, that is no fact and that does not
+  follow from values shown by the domains' arithmetic (:func:`derived`: a new balance, an
+  end time) is fabricated: listing candidates to hit the right one fails;
 * a message that states more values of a fact's kind than there are facts of that kind plus
   :data:`SLACK` hedges, and tells no fact of that kind (naming the old time beside the new one
-  is fine; listing every free time is not).
+  is fine; listing every free time is not), and a sentence that offers two values of a kind
+  as alternatives ("$12.00 or $15.00") tells neither;
+* a refusal that names a reason of the domain that is not the task's is wrong, whatever else
+  it says (stating every reason, one a message, cannot pass).
 
 What counts as shown (:func:`shown`) is generous: every number the agent saw counts as an
 amount, every four-digit run as last four digits. Reading is one pass of regular expressions
@@ -233,8 +237,26 @@ def _normal_number(text: str) -> str:
 
 
 def plain(text: str) -> str:
-    """Lowercase words joined by single spaces (``"Dr. Alice-Chen"`` -> ``"dr alice chen"``)."""
-    return " ".join(_WORD.findall(text.lower().replace("-", " ")))
+    """Lowercase words joined by single spaces, quotes around them dropped (``"Dr.
+    Alice-Chen's 'new'"`` -> ``"dr alice chen's new"``)."""
+    words = (word.strip("'") for word in _WORD.findall(text.lower().replace("-", " ")))
+    return " ".join(word for word in words if word)
+
+
+_ABBREVIATION = re.compile(
+    r"\b(Dr|Mrs|Mr|Ms|Prof|St|Jr|Sr|No|vs|approx|e\.g|i\.e|a\.m|p\.m)\.", re.IGNORECASE
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text``; abbreviations ("Dr.", "a.m.", "e.g.") end none.
+
+    >>> sentences("Shall I book Dr. Paula Lindqvist at 8 a.m. tomorrow? Thanks.")
+    ['Shall I book Dr Paula Lindqvist at 8 am tomorrow?', 'Thanks.']
+    """
+    text = _ABBREVIATION.sub(lambda m: m.group(1).replace(".", ""), text)
+    return [sentence.strip() for sentence in _SENTENCE_END.split(text) if sentence.strip()]
 
 
 def has_phrase(plain_text: str, phrases: Iterable[str]) -> bool:
@@ -277,6 +299,40 @@ def _names(text: str, kind: NameKind) -> set[str]:
     return {name for name in found if " " in name or name not in named_in_full}
 
 
+# -- values worked out from values shown ------------------------------------------------------
+
+MAX_MINUTES = 24 * 60
+
+
+def derived(kind: str, value: str, seen: Mapping[str, set[str]]) -> bool:
+    """Whether ``value`` follows from values ``seen`` (or told) by the domains' arithmetic: an
+    amount that is the sum or difference of two amounts shown (a gift card's new balance, what
+    is left of a daily limit), a time that is a time shown plus a number of minutes shown (an
+    appointment's end).
+
+    >>> derived("amount", "75.00", {"amount": {"100.00", "25.00"}})
+    True
+    >>> derived("time", "09:30", {"time": {"09:00"}, "number": {"30"}})
+    True
+    """
+    if kind == AMOUNT:
+        amounts = seen.get(AMOUNT, set())
+        target = Decimal(value)
+        return any(
+            normal_amount(str(abs(target - Decimal(other)))) in amounts
+            or normal_amount(str(target + Decimal(other))) in amounts
+            for other in amounts
+        )
+    if kind == TIME:
+        minutes = {int(n) for n in seen.get(NUMBER, set()) if n.isdigit() and int(n) <= MAX_MINUTES}
+        hour, minute = (int(part) for part in value.split(":"))
+        return any(
+            (hour * 60 + minute - int(h) * 60 - int(m)) in minutes
+            for h, m in (t.split(":") for t in seen.get(TIME, set()))
+        )
+    return False
+
+
 # -- grading a message -------------------------------------------------------------------------
 
 
@@ -301,12 +357,40 @@ def judge(
         f"{kind} {value}"
         for kind in GRADED
         for value in sorted(found[kind])
-        if value not in seen.get(kind, set()) and value not in required.get(kind, set())
+        if value not in seen.get(kind, set())
+        and value not in required.get(kind, set())
+        and not derived(
+            kind, value, {**seen, kind: seen.get(kind, set()) | required.get(kind, set())}
+        )
     )
+    if REASON in required:  # a refusal: a reason that does not apply is a wrong answer
+        fabricated += tuple(f"reason {code}" for code in sorted(found[REASON] - required[REASON]))
+    hedged = _hedged(message, vocabulary)
     told = frozenset(
         fact
         for fact in facts
         if fact.value in found[fact.kind]
+        and (fact.kind, fact.value) not in hedged
         and len(found[fact.kind]) <= len(required[fact.kind]) + SLACK.get(fact.kind, DEFAULT_SLACK)
     )
     return Judgment(told, fabricated)
+
+
+_HEDGE = re.compile(
+    r"\b(?:or|either|maybe|perhaps|possibly|probably|might)\b|\bsomewhere between\b", re.IGNORECASE
+)
+"""Words that offer the values on either side of them as alternatives."""
+
+
+def _hedged(message: str, vocabulary: Vocabulary) -> set[tuple[str, str]]:
+    """(kind, value) of values offered as alternatives: two or more values of a kind on
+    different sides of a hedge word in one clause ("$12.00 or $15.00", "maybe 09:00, maybe
+    10:00"); "moved from 09:00 to 10:30; cancel or change it later" offers none."""
+    hedged: set[tuple[str, str]] = set()
+    for sentence in sentences(message):
+        for clause in sentence.split(";"):
+            sides = [values(side, vocabulary) for side in _HEDGE.split(clause)]
+            for kind in GRADED:
+                if sum(bool(side[kind]) for side in sides) > 1:
+                    hedged |= {(kind, value) for side in sides for value in side[kind]}
+    return hedged

@@ -3,15 +3,17 @@
 A user opens the conversation with the task's request and answers each message the agent
 sends it (tool calls go to the tools, everything else to the user). Two kinds:
 
-* :class:`ScriptedUser` (default): reads only the questions of a message (its sentences that
-  end in ``?``) and matches its facts' topics there as whole words ("update your file" asks
-  no date); tells at most :data:`FACTS_PER_REPLY` facts per reply, and none when one message
-  asks about more than :data:`MAX_TOPICS_ASKED` of the domain's topics (a questionnaire of
-  every topic gets "one thing at a time"); agrees to a proposal ("Shall I proceed?") only when
-  every id and value the message states belongs to its goal, and objects otherwise; ends the
-  conversation when satisfied and gives up after ``patience`` unproductive replies. Its
-  replies never depend on the database, only its satisfaction does, so it leaks nothing
-  about the state (not even that a refused request needs no action).
+* :class:`ScriptedUser` (default): reads the sentences of a message that ask something (end
+  in ``?``, open with a question word, or make a request: "Please provide your zip code.";
+  "Dr." and "a.m." end no sentence) and matches its facts' topics there as whole words
+  ("update your file" asks no date); tells at most :data:`FACTS_PER_REPLY` facts per reply,
+  and none when one message asks about more than :data:`MAX_TOPICS_ASKED` of the domain's
+  topics (a questionnaire of every topic gets "one thing at a time"); agrees to a proposal
+  ("Shall I proceed?", "Please confirm.") unless it states a value that is neither the
+  user's own (its request and facts) nor shown to the agent by the records, so agreement
+  never depends on the reference solution; a fact asked again gets "As I said". Answers
+  and agreements are productive; after ``patience`` unproductive replies it gives up; it
+  ends the conversation when the task is done. Its replies never depend on the database.
 * :class:`AgentUser`: any palaestra agent (a served model with a persona prompt) plays the
   user; it ends the conversation by writing ``###STOP###``.
 
@@ -21,16 +23,23 @@ Both are graded the same way (final database, facts told, action checks; see
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from palaestra.agents.base import Agent, Conversation, next_action
 from palaestra.core.messages import Message
 from palaestra.envs.tools.backend import ToolTask, UserFact
-from palaestra.envs.tools.facts import GRADED, Values, has_phrase, merge, plain, shown, values
+from palaestra.envs.tools.facts import (
+    GRADED,
+    Values,
+    has_phrase,
+    merge,
+    plain,
+    sentences,
+    shown,
+    values,
+)
 
 STOP = "###STOP###"
 FACTS_PER_REPLY = 2
@@ -45,11 +54,14 @@ AGREEMENT_KINDS = (*GRADED, "date", "phone", "number")
 
 @dataclass(frozen=True)
 class Progress:
-    """What the env tells the user after each agent message (the user is part of the env)."""
+    """What the env tells the user after each agent message (the user is part of the env):
+    how far the task is, and the values the agent has been shown so far (the records it read,
+    which the user may recognise as true)."""
 
     database_done: bool
     reported: bool
     rules_followed: bool = True
+    shown: Mapping[str, set[str]] = field(default_factory=dict)
 
     @property
     def satisfied(self) -> bool:
@@ -83,14 +95,49 @@ YES = "Yes, please go ahead."
 CONFIRMATION_CUES = (
     "confirm", "proceed", "go ahead", "shall i", "should i", "would you like me",
     "do you want me", "okay to", "ok to", "is that ok", "is that okay", "is that right",
+    "is that correct", "sound good", "sounds good", "happy for me", "may i",
+)  # fmt: skip
+REQUEST_CUES = (
+    "please", "let me know", "tell me", "provide", "share", "give me", "send me", "confirm",
+    "specify", "i need", "i'll need", "i will need", "i'd need", "i would need", "we need",
+    "we'll need", "may i have", "can i have", "could i have", "can i get", "could i get",
+)  # fmt: skip
+"""Words that make a sentence ask something, wherever they stand ("Please provide ...")."""
+QUESTION_STARTS = (
+    "what", "what's", "which", "who", "whom", "whose", "how", "where", "when", "could you",
+    "can you", "would you", "will you", "do you", "are you", "is it", "is that",
+)  # fmt: skip
+"""Words that make a sentence a question when it opens with them (no ``?`` needed)."""
+OPENERS = (
+    "ok", "okay", "great", "thanks", "thank you", "alright", "sure", "so", "now", "first",
+    "next", "also", "and", "then", "finally", "lastly", "perfect", "got it",
 )  # fmt: skip
 
 
 def questions(message: str) -> list[str]:
-    """The sentences of ``message`` that ask something (end with ``?``), as :func:`plain`
-    text."""
-    sentences = re.split(r"(?<=[.!?])\s+|\n+", message)
-    return [plain(sentence) for sentence in sentences if sentence.strip().endswith("?")]
+    """The sentences of ``message`` that ask something, as :func:`plain` text: those that end
+    with ``?``, open with a question word, or make a request ("Please provide your name.",
+    "I'll need your zip code."). Abbreviations ("Dr.", "a.m.") end no sentence."""
+    asked = []
+    for sentence in sentences(message):
+        words = plain(sentence)
+        opening = _without_openers(words)
+        if (
+            sentence.strip().endswith("?")
+            or has_phrase(words, REQUEST_CUES)
+            or any(opening == q or opening.startswith(q + " ") for q in QUESTION_STARTS)
+        ):
+            asked.append(words)
+    return asked
+
+
+def _without_openers(words: str) -> str:
+    """``words`` without the fillers that open a sentence ("ok so now which ...")."""
+    while True:
+        opener = next((o for o in OPENERS if words == o or words.startswith(o + " ")), None)
+        if opener is None:
+            return words
+        words = words[len(opener) :].lstrip()
 
 
 def asks(asked: Sequence[str], topics: Sequence[str]) -> bool:
@@ -98,14 +145,11 @@ def asks(asked: Sequence[str], topics: Sequence[str]) -> bool:
     return any(has_phrase(question, topics) for question in asked)
 
 
-def goal_values(task: ToolTask) -> Values:
-    """Every value the user's goal involves: its request, goal, facts, the facts it expects to
-    hear, and the reference calls' arguments and outputs."""
-    texts = [task.request, task.goal, *(f.text for f in task.facts), *(f.text for f in task.report)]
-    texts += [json.dumps(action.arguments, default=str) for action in task.actions]
-    texts += task.outcomes
+def own_values(task: ToolTask) -> Values:
+    """Every value the user itself knows: its request and its facts (nothing of the reference
+    solution)."""
     found: Values = {}
-    for text in texts:
+    for text in (task.request, *(f.text for f in task.facts)):
         merge(found, shown(text, task.vocabulary))
     return found
 
@@ -113,17 +157,16 @@ def goal_values(task: ToolTask) -> Values:
 @dataclass
 class ScriptedUser:
     """A rule-based user (see the module docstring); ``patience`` unproductive replies
-    (nothing new asked, nothing done) before it gives up; it accepts a proposal's values when
-    they are :func:`goal_values` (read at the first proposal)."""
+    (nothing asked that it can answer, nothing to agree to) before it gives up."""
 
     patience: int = 3
     task: ToolTask | None = None
     told: set[UserFact] = field(default_factory=set)
     idle_replies: int = 0
-    agreeable: Values | None = None
+    known: Values | None = None
 
     def start(self, task: ToolTask) -> str:
-        self.task, self.told, self.idle_replies, self.agreeable = task, set(), 0, None
+        self.task, self.told, self.idle_replies, self.known = task, set(), 0, own_values(task)
         return task.request
 
     def respond(self, message: str, progress: Progress) -> UserTurn:
@@ -132,39 +175,45 @@ class ScriptedUser:
             raise RuntimeError("ScriptedUser.respond before start")
         if progress.satisfied:
             return UserTurn("Thank you, that's all I needed.", stop=True)
-        asked = questions(message[:MAX_READ_CHARS])
+        message = message[:MAX_READ_CHARS]
+        asked = questions(message)
         too_many = sum(asks(asked, group) for group in task.topics) > MAX_TOPICS_ASKED
         new = [f for f in task.facts if f not in self.told and asks(asked, f.topics)]
         if new and not too_many:
             self.told.update(new[:FACTS_PER_REPLY])
             return UserTurn(" ".join(fact.text for fact in new[:FACTS_PER_REPLY]))
+        if asks(asked, CONFIRMATION_CUES) and not too_many:
+            if self.agrees(message, progress.shown):
+                return UserTurn(YES)
+            return self._idle(f"No, that is not what I asked for. {task.request}")
+        repeated = [f.text for f in task.facts if f in self.told and asks(asked, f.topics)]
+        if repeated and not too_many:
+            return UserTurn("As I said: " + " ".join(repeated))
+        if too_many:
+            return self._idle("That's a lot of questions at once. What do you need first?")
+        if asked:
+            return self._idle(f"I don't know that. What I need: {task.request}")
+        return self._idle(f"Is it done? What I need: {task.request}")
+
+    def _idle(self, text: str) -> UserTurn:
+        """An unproductive reply, or giving up after ``patience`` of them."""
         self.idle_replies += 1
         if self.idle_replies > self.patience:
             return UserTurn("This isn't going anywhere; I'll try another time.", stop=True)
-        if too_many:
-            return UserTurn("That's a lot of questions at once. What do you need first?")
-        return UserTurn(self._idle_reply(message, asked, task))
+        return UserTurn(text)
 
-    def _idle_reply(self, message: str, asked: list[str], task: ToolTask) -> str:
-        repeated = [f.text for f in task.facts if f in self.told and asks(asked, f.topics)]
-        if repeated:
-            return "As I said: " + " ".join(repeated)
-        if asks(asked, CONFIRMATION_CUES):
-            if self.agrees(message[:MAX_READ_CHARS]):
-                return YES
-            return f"No, that is not what I asked for. {task.request}"
-        if asked:
-            return f"I don't know that. What I need: {task.request}"
-        return f"Is it done? What I need: {task.request}"
-
-    def agrees(self, proposal: str) -> bool:
-        """Whether every id and value ``proposal`` states belongs to the user's goal."""
-        if self.task is None:
+    def agrees(self, proposal: str, shown_to_agent: Mapping[str, set[str]]) -> bool:
+        """Whether every id and value ``proposal`` states is the user's own (its request and
+        facts) or a true detail of the records the agent was shown: the user objects to what
+        is made up, never to what the reference solution does not hold."""
+        if self.task is None or self.known is None:
             raise RuntimeError("ScriptedUser.agrees before start")
-        if self.agreeable is None:
-            self.agreeable = goal_values(self.task)
-        stated, agreeable = values(proposal, self.task.vocabulary), self.agreeable
-        return all(stated[kind] <= agreeable.get(kind, set()) for kind in AGREEMENT_KINDS)
+        stated = values(proposal, self.task.vocabulary)
+        return all(
+            value in self.known.get(kind, ()) or value in shown_to_agent.get(kind, ())
+            for kind in AGREEMENT_KINDS
+            for value in stated[kind]
+        )
 
 
 PERSONA = """You are a customer talking to a support agent, in short, natural messages.

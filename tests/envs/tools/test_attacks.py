@@ -513,9 +513,9 @@ def test_a_refusal_needs_the_record_or_the_tools_refusal(env_id, count):
         assert score(env, solve(env)) == 1.0
         (grounded,) = [c for c in task.checks if isinstance(c, Grounded)]
         env.reset(seed=seed)
-        attempt = _full_attempt(env, grounded.calls[1])
+        attempt = _full_attempt(env, grounded.attempt)
         if attempt is not None:
-            calls = [*(c for c in oracle_calls(task) if c != grounded.calls[0]), attempt]
+            calls = [*(c for c in oracle_calls(task) if c != grounded.read), attempt]
             assert score(env, solve(env, calls=calls)) == 1.0, env.unwrapped.problems()
 
 

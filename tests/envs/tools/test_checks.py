@@ -9,8 +9,8 @@ READ = call("get_order_details", order_id="#W1004")
 CANCEL = call("cancel_pending_order", order_id="#W1004")
 
 
-def made(name: str, accepted: bool = True, **arguments: object) -> Call:
-    return Call(name, arguments, accepted, writes=name.startswith("cancel"))
+def made(name: str, accepted: bool = True, output: str = "", **arguments: object) -> Call:
+    return Call(name, arguments, accepted, writes=name.startswith("cancel"), output=output)
 
 
 def test_required_needs_an_accepted_call_with_those_arguments():
@@ -37,11 +37,19 @@ def test_before_wants_the_read_first_and_only_for_accepted_writes():
     assert check.problem([]) is None  # no write, nothing to order
 
 
-def test_grounded_takes_the_read_or_a_refused_attempt():
-    check = Grounded((READ, CANCEL))
+def test_grounded_takes_the_read_after_identification_or_the_tools_refusal_for_the_reason():
+    check = Grounded(READ, CANCEL, ("not pending",))
+    pending = "error: order #W1004 is delivered, not pending"
     assert check.problem([made("get_order_details", order_id="#W1004")]) is None
-    assert check.problem([made(CANCEL.name, False, order_id="#W1004")]) is None
+    assert check.problem([made(CANCEL.name, False, output=pending, order_id="#W1004")]) is None
     assert check.problem([made("get_order_details", order_id="#W1005")])
+    # before identification, with missing arguments, or refused for another reason: nothing
+    unidentified = Call(READ.name, {"order_id": "#W1004"}, True, False, identified=False)
+    assert check.problem([unidentified])
+    assert check.problem([made(CANCEL.name, False, output=pending)])
+    locked = "error: identity checks are locked after 3 failed attempts"
+    assert check.problem([made(CANCEL.name, False, output=locked, order_id="#W1004")])
+    assert check.problem([made(READ.name, False, output=pending, order_id="#W1004")])
 
 
 def test_numbers_compare_to_the_cent_and_lists_item_by_item():

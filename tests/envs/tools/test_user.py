@@ -1,13 +1,17 @@
 """The scripted user leaks nothing it is not asked for: topics count as whole words in
 questions only, at most two facts a reply, no answers to a questionnaire of every topic,
-agreement only to proposals within its goal, and replies that do not depend on the database."""
+agreement to every proposal that states nothing made up (never judged against the reference
+solution), natural questions and requests answered, and replies that do not depend on the
+database."""
 
 from __future__ import annotations
 
 import pytest
 
 import palaestra
+from palaestra.envs.tools.facts import shown
 from palaestra.envs.tools.user import YES, Progress, ScriptedUser
+from tests.envs.tools.natural import QUESTIONS
 
 HARD = ("tools:Shop-Hard-v0", "tools:Bank-Hard-v0", "tools:Clinic-Hard-v0")
 NOT_DONE = Progress(database_done=False, reported=False)
@@ -105,7 +109,10 @@ def test_replies_do_not_depend_on_the_database(env_id):
         assert started(task).respond("Done.", Progress(True, True)).stop
 
 
-def test_proposals_are_agreed_only_within_the_goal():
+def test_proposals_are_agreed_unless_they_state_what_nobody_showed():
+    """Agreement follows the user's own facts and the records the agent read, never the
+    reference solution: true details of the records draw no objection, made-up values do,
+    and a wrong but real order gets the same "yes" as the right one (the grade decides)."""
     env = palaestra.make("tools:Shop-Easy-v0")
     for seed in range(40):
         env.reset(seed=seed)
@@ -116,15 +123,48 @@ def test_proposals_are_agreed_only_within_the_goal():
         pytest.fail("no cancellation in 40 seeds")
     order = task.actions[-1].arguments["order_id"]
     (refund,) = task.report
+    records = shown(" ".join(task.outcomes), task.vocabulary)
+    read = Progress(database_done=False, reported=False, shown=records)
     user = started(task)
     agreed = f"I can cancel order {order}; {refund.text} goes back to you. Shall I proceed?"
-    assert user.respond(agreed, NOT_DONE).text == YES
-    bundled = f"Shall I cancel order {order} and change your address to 1 Fake St instead?"
-    assert user.respond(bundled, NOT_DONE).text.startswith("No, that is not what I asked for.")
-    other = "#W9999"
-    assert user.respond(f"Shall I cancel order {other}?", NOT_DONE).text != YES
-    wrong_amount = f"Shall I cancel order {order} and refund $1.23?"
-    assert user.respond(wrong_amount, NOT_DONE).text != YES
+    assert user.respond(agreed, read).text == YES
+    assert user.respond(agreed, NOT_DONE).text != YES  # the refund was never shown
+    other = sorted(records["id"] - {order.lstrip("#").upper()})
+    assert other, "the records show another id"
+    assert user.respond(f"Shall I cancel {other[0]} too?", read).text == YES
+    for made_up in ("Shall I cancel order #W9999?", f"Shall I cancel {order} and refund $1.23?"):
+        assert user.respond(made_up, read).text.startswith("No, that is not what I asked for.")
+
+
+def test_a_yes_is_productive_and_abbreviations_end_no_sentence():
+    task = next(tasks("tools:Shop-Easy-v0", [0]))
+    user = ScriptedUser(patience=1)
+    user.start(task)
+    for _ in range(5):
+        assert user.respond("Shall I proceed?", NOT_DONE).text == YES
+    clinic = palaestra.make("tools:Clinic-Hard-v0")
+    for seed in range(10):
+        clinic.reset(seed=seed)
+        task = clinic.unwrapped.task
+        if any(fact.topics[0] == "name" for fact in task.facts):
+            break
+    reply = started(task).respond("I see Dr. Paula Lindqvist is free. What's your name?", NOT_DONE)
+    assert any(fact.text == reply.text for fact in task.facts)
+
+
+@pytest.mark.parametrize("env_id", HARD)
+def test_natural_questions_and_requests_are_answered(env_id):
+    """The phrasing set of ``natural.py`` (at least 80 questions, requests and confirmations
+    the way LLM agents word them) gets the fact asked on >= 95% of tries."""
+    domain = env_id.split(":")[1].split("-")[0].lower()
+    assert sum(len(group) for d in QUESTIONS.values() for group in d.values()) >= 80
+    tries = answered = 0
+    for task in tasks(env_id, range(8)):
+        for fact in task.facts:
+            for question in QUESTIONS[domain][fact.topics[0]]:
+                tries += 1
+                answered += fact.text in started(task).respond(question, NOT_DONE).text
+    assert answered >= 0.95 * tries, (answered, tries)
 
 
 def test_the_user_gives_up_after_patience():

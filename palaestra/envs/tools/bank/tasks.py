@@ -42,28 +42,44 @@ DISPUTE_REASONS = {
     "not received": "I paid but never received what I ordered",
 }
 
-NAME_PHONE, BIRTH = ("full name", "name", "phone"), ("date of birth", "birth", "born")
+NAME_PHONE = ("full name", "name", "phone", "who am i speaking", "reach you")
+BIRTH = ("date of birth", "birth", "born", "dob", "birthday", "birthdate")
 CHARGE = (
     "which charge", "which transaction", "what charge", "what transaction", "which purchase",
-    "what purchase",
+    "what purchase", "describe the purchase", "charge for", "which payment", "what payment",
 )  # fmt: skip
-REASON = ("reason", "why", "what happened", "what's wrong")
-CARD = ("which card", "what card", "card ending", "last four", "last 4")
-AMOUNT = ("how much", "amount")
+REASON = ("reason", "why", "what happened", "what's wrong", "what went wrong", "the problem")
+CARD = ("which card", "what card", "card ending", "last four", "last 4", "which of your cards")
+AMOUNT = ("how much", "amount", "the sum")
 DESTINATION = (
     "which account", "account number", "recipient", "destination", "their account", "friend's",
-    "where should", "where would", "where do you want",
+    "where should", "where would", "where do you want", "send it to", "to whom", "payee",
 )  # fmt: skip
 TOPICS = (NAME_PHONE, BIRTH, CHARGE, REASON, CARD, AMOUNT, DESTINATION)
 """Every group of words a bank customer's facts are asked by."""
 OVER_LIMIT, TOO_OLD, SAVINGS_HELD = "daily limit", "dispute window", "one savings account"
 VOCABULARY = Vocabulary(
     reasons={
-        OVER_LIMIT: ("daily limit", "per day", "a day to other", "limit per day", "day's limit"),
-        TOO_OLD: (f"{DISPUTE_WINDOW_DAYS} days", "sixty days", "too old"),
+        OVER_LIMIT: (
+            "daily", "per day", "a day", "each day", "in one day", "today's limit",
+            "today's transfer limit", "limit for today", "limit for the day", "day's limit",
+            "remaining limit", "transfer limit", "sending limit", "limit on transfers",
+        ),
+        TOO_OLD: (
+            f"{DISPUTE_WINDOW_DAYS} days", f"{DISPUTE_WINDOW_DAYS} day", "sixty days",
+            "sixty day", "too old", "dispute window", "dispute period", "dispute timeframe",
+            "dispute time limit", "window to dispute", "time limit for disputing",
+            "deadline to dispute", "too long ago", "period in which disputes",
+            "because of its age",
+        ),
         SAVINGS_HELD: (
             "one savings account", "already hold a savings", "already holds a savings",
-            "already have a savings", "already has a savings", "second savings",
+            "already have a savings", "already has a savings", "already own a savings",
+            "already got a savings", "already a savings account", "already an open savings",
+            "already have one savings", "already have an open savings", "second savings",
+            "another savings", "two savings", "single savings", "additional savings",
+            "new savings account can't", "new one can't be opened", "you hold one", "already hold one", "only one allowed",
+            "savings account already", "have a savings account", "hold a savings account",
         ),
     }
 )  # fmt: skip

@@ -84,6 +84,7 @@ class Clinic(Backend):
     database_type = ClinicDB
     vocabulary = VOCABULARY
     topics = TOPICS
+    identity_key = "patient_id"
     generate = staticmethod(generate_clinic)
     generate_task = staticmethod(clinic_task)
     db: ClinicDB

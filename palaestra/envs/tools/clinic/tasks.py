@@ -57,23 +57,35 @@ SPECIALISTS = {
     "orthopedics": "an orthopedist",
     "pediatrics": "a pediatrician",
 }
-NAME = ("name",)
-BIRTH = ("birth", "dob", "born")
+NAME = ("name", "who am i speaking", "who am i talking")
+BIRTH = ("birth", "dob", "born", "birthday", "birthdate")
 WHICH = (
     "which appointment", "what appointment", "which doctor", "what doctor", "which one",
-    "which of your", "with whom",
+    "which of your", "with whom", "who is your appointment", "who is the appointment",
 )  # fmt: skip
 DAY = ("which day", "what day", "when", "day", "date")
-INSURANCE = ("insurance", "provider", "member")
+INSURANCE = ("insurance", "provider", "member", "insurer", "plan")
 TOPICS = (NAME, BIRTH, WHICH, DAY, INSURANCE)
 """Every group of words a patient's facts are asked by."""
 NOTICE, REFERRAL, AGE = "notice", "referral", "age"
 VOCABULARY = Vocabulary(
     names=(NameKind(DOCTOR, DOCTOR_LAST_NAMES, FIRST_NAMES),),
     reasons={
-        NOTICE: ("24 hours", "twenty-four hours", "a day's notice", "less than a day"),
-        REFERRAL: ("referral",),
-        AGE: ("under 18", "under eighteen", "only children", "only sees children"),
+        NOTICE: (
+            "24 hours", "24 hour", "24h", "twenty four hours", "twenty four hour",
+            "a day's notice", "day's notice", "less than a day", "less than one day",
+            "within a day", "a day ahead", "a day away", "short notice", "too short notice",
+            "too close", "too late to cancel", "cancellation deadline",
+        ),
+        REFERRAL: ("referral", "referrals", "referred", "refer you"),
+        AGE: (
+            "under 18", "under eighteen", "under the age of 18", "below 18", "under 18s",
+            "younger than 18", "older than 18", "over 18", "18 or older", "age limit",
+            "aged out", "by age", "too old for", "children and teenagers", "only children", "only sees children",
+            "only for children", "children only", "for children", "see children",
+            "sees children", "only treats minors", "minors", "a minor", "kids",
+            "an adult", "adult patient", "adult patients", "adults", "not a child",
+        ),
     },
 )  # fmt: skip
 

@@ -58,6 +58,7 @@ class Shop(Backend):
     database_type = ShopDB
     vocabulary = VOCABULARY
     topics = TOPICS
+    identity_key = "user_id"
     generate = staticmethod(generate_shop)
     generate_task = staticmethod(shop_task)
     db: ShopDB

@@ -20,12 +20,16 @@ from palaestra.envs.tools.shop.database import (
     Variant,
 )
 
-EMAIL, NAME, ZIP = ("email",), ("name",), ("zip", "postal")
+EMAIL, NAME = ("email", "e mail"), ("name", "who am i speaking", "who am i talking")
+ZIP = ("zip", "postal", "postcode")
 WHICH = (
     "which item", "what item", "which product", "what product", "which order", "what order",
-    "items",
+    "items", "like to return", "want to return", "like to exchange", "want to exchange",
+    "like to cancel", "want to cancel", "what did you order", "what did you buy",
+    "which one", "order number",
 )  # fmt: skip
-REFUND, REASON = ("refund", "payment method", "money back"), ("reason", "why")
+REFUND = ("refund", "payment method", "money back", "reimbursed", "reimburse", "reimbursement")
+REASON = ("reason", "why", "what made you")
 TOPICS = (EMAIL, NAME, ZIP, WHICH, REFUND, REASON)
 BY_NAME = "find_user_id_by_name_zip"
 """Every group of words a shop customer's facts are asked by."""
@@ -34,10 +38,23 @@ VOCABULARY = Vocabulary(
     names=(NameKind(ITEM, tuple(CATALOGUE)),),
     reasons={
         NOT_PENDING: (
-            "not pending", "no longer pending", "already processed", "been processed",
-            "already shipped", "been shipped", "already delivered", "been delivered",
+            "not pending", "no longer pending", "isn't pending", "not in pending",
+            "only pending", "still pending", "already processed", "been processed",
+            "being processed", "processed already", "marked as processed", "status processed",
+            "status is processed", "already shipped", "been shipped", "has shipped",
+            "shipped already", "shipped out", "already dispatched", "been dispatched",
+            "already delivered", "already been delivered", "was already delivered",
+            "status delivered", "already been", "on its way", "in transit", "out for delivery",
+            "left our warehouse", "while an order is pending", "pending status", "too late to cancel", "no longer be cancelled",
+            "can't be cancelled", "cannot be cancelled", "past the point",
         ),
-        OUT_OF_STOCK: ("out of stock", "not in stock", "sold out", "unavailable", "not available"),
+        OUT_OF_STOCK: (
+            "out of stock", "not in stock", "isn't in stock", "none in stock", "no stock",
+            "in stock", "sold out", "unavailable", "not available", "isn't available",
+            "aren't available", "no longer available", "not currently available",
+            "none available", "none left", "any of those left", "run out", "ran out",
+            "backordered", "zero units", "no inventory", "out of inventory",
+        ),
     },
 )  # fmt: skip
 

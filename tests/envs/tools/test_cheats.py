@@ -1,0 +1,123 @@
+"""Cheats that probe the grader or the user score 0: a refusal grounded by a call with missing
+arguments made before identification or by a locked identity check, every reason of the domain
+one a message, values offered as alternatives ("X or Y or Z"), and values tried three a message
+until the user is satisfied. The user's replies to proposals do not tell right from wrong."""
+
+from __future__ import annotations
+
+import pytest
+
+from palaestra.core.tool_calls import ToolCall
+from palaestra.envs.tools.env import DomainTools, oracle_calls
+from palaestra.envs.tools.facts import AMOUNT, DOCTOR, REASON, TIME, Fact, merge, shown
+from palaestra.envs.tools.user import YES
+from tests.envs.tools.natural import PARAPHRASES
+from tests.envs.tools.test_attacks import (
+    IDS,
+    READS,
+    Script,
+    _identify,
+    _session_after,
+    act,
+    episodes,
+    kinds,
+    other_format,
+    questions,
+    refused,
+    score,
+    task_of,
+)
+
+
+def _reason(env: DomainTools) -> str:
+    (why,) = [f for f in task_of(env).report if f.kind == REASON]
+    return PARAPHRASES[env.unwrapped.backend_type.name][why.value][0]
+
+
+def _attempt(env: DomainTools) -> ToolCall:
+    (grounded,) = [c for c in task_of(env).checks if hasattr(c, "attempt")]
+    return grounded.attempt
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_a_refusal_grounded_by_a_bare_call_before_identification_scores_zero(env_id):
+    for env, _seed in episodes(env_id, refused, 2):
+        task = task_of(env)
+        bare = ToolCall(_attempt(env).name, {})
+        script = iter([
+            act(env, [bare]), *questions(task), act(env, _identify(task)),
+            f"I'm sorry, I can't do that: {_reason(env)}.",
+        ])  # fmt: skip
+        assert score(env, script) == 0.0
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_a_refusal_after_locking_identification_scores_zero(env_id):
+    for env, _seed in episodes(env_id, refused, 2):
+        task = task_of(env)
+        wrong = [
+            ToolCall(c.name, {k: f"x{v}" for k, v in c.arguments.items()})
+            for c in _identify(task)[:1]
+        ]
+        script = iter([
+            *questions(task), act(env, wrong * 4), act(env, [_attempt(env)]),
+            f"I'm sorry, I can't do that: {_reason(env)}.",
+        ])  # fmt: skip
+        assert score(env, script) == 0.0
+
+
+def _alternatives(env: DomainTools, count: int) -> Script:
+    """Read everything, then offer a fact's value among others shown, ``count`` values in all,
+    three a message as "X or Y or Z", the right one last."""
+    task, inner = task_of(env), env.unwrapped
+    yield from questions(task)
+    reads = READS[inner.backend_type.name](_session_after(env, _identify(task)), task, inner)
+    seen: dict = {}
+    for call in [*oracle_calls(task), *reads]:
+        merge(seen, shown((yield act(env, [call])), inner.backend_type.vocabulary))
+    (fact,) = [f for f in task.report if f.kind in (AMOUNT, TIME, DOCTOR)][:1]
+    others = sorted(seen.get(fact.kind, set()) - {fact.value})[: count - 1]
+    assert len(others) == count - 1, "too few values shown"
+    offers = [other_format(Fact(fact.kind, v, v), task.vocabulary) for v in others]
+    offers.append(other_format(fact, task.vocabulary))
+    rest = " ".join(f"{f.text}." for f in task.report if f != fact)
+    for start in range(0, len(offers), 3):
+        yield f"All done. It is {' or '.join(offers[start : start + 3])}. {rest}"
+
+
+@pytest.mark.parametrize("count", [3, 9])
+@pytest.mark.parametrize("env_id", IDS)
+def test_values_offered_as_alternatives_or_tried_in_turn_score_zero(env_id, count):
+    """One message of "X or Y or Z", and nine values three a message."""
+
+    def applies(env: DomainTools) -> bool:
+        return bool(kinds(env) & {AMOUNT, TIME, DOCTOR})
+
+    for env, _seed in episodes(env_id, applies, 2):
+        assert score(env, _alternatives(env, count)) == 0.0, env.unwrapped.problems()
+
+
+@pytest.mark.parametrize("env_id", ["tools:Clinic-v0", "tools:Bank-Hard-v0"])
+def test_the_users_yes_does_not_single_out_the_reference(env_id):
+    """Every value the records showed gets the same "yes": proposing them in turn finds
+    nothing out."""
+
+    def applies(env: DomainTools) -> bool:
+        return bool(kinds(env) & {AMOUNT, TIME})
+
+    for env, _seed in episodes(env_id, applies, 2):
+        task, inner = task_of(env), env.unwrapped
+        for question in questions(task):
+            env.step(question)
+        seen: dict = {}
+        for call in oracle_calls(task):
+            merge(seen, shown(env.step(act(env, [call]))[0], inner.backend_type.vocabulary))
+        (fact,) = [f for f in task.report if f.kind in (AMOUNT, TIME)][:1]
+        others = [Fact(fact.kind, v, v) for v in sorted(seen[fact.kind] - {fact.value})[:4]]
+        replies = {
+            inner.user.respond(
+                f"Shall I make it {other_format(f, task.vocabulary)}?", inner.progress()
+            ).text
+            for f in [*others, fact]
+        }
+        assert replies == {YES}
