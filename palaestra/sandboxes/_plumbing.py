@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import stat
 import struct
 
@@ -43,6 +44,20 @@ def _read_exact(fd: int, size: int) -> bytes | None:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+def collect_unix_sockets() -> None:
+    """Have the kernel collect the UNIX sockets that only messages in flight still hold.
+
+    A run can pass descriptors (memfds of its memory, sockets) over a socket pair that it
+    then sends over itself: when the run exits, nothing but the pair's own queue holds
+    them, and the kernel's collector of such cycles runs only when some UNIX socket is
+    released, which may be never; meanwhile their memory stays charged to the run's cgroup
+    slot and their count to its uid (``ETOOMANYREFS``). Releasing a socket of our own
+    starts the collector now.
+    """
+    for end in socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM):
+        end.close()
 
 
 def children(parent: int) -> list[int]:

@@ -24,7 +24,7 @@ import traceback
 
 import _cgroups as cgroups
 import _confine as confine
-from _plumbing import children, remove_tree
+from _plumbing import children, collect_unix_sockets, remove_tree
 from _runner import runner_main
 
 HANDED = struct.Struct("=cqq")  # b"R", runner number, cgroup slot; fds attached
@@ -58,6 +58,7 @@ def spawn_runners(setup: dict, channel: socket.socket) -> None:
             _, wait_status, rusage = os.wait4(pid, 0)
             kill_orphans()
         number, _, workdir = live.pop(pid)
+        collect_unix_sockets()  # before the slot's next runner: what the run passed dies
         try:
             channel.send(REAPED.pack(b"S", number, wait_status, rusage.ru_maxrss))
         except OSError:

@@ -166,3 +166,45 @@ def test_a_huge_status_frame_ends_the_session_at_once(sandbox: LocalSandbox) -> 
         assert "restarted" in session.run("print(1)").stderr
     used = sum(_cpu_seconds(pid) for pid in sandbox.worker_pids()) - before
     assert used < 0.5, used
+
+
+HOARD_IN_FLIGHT = (
+    "import os, socket\n"
+    "a, b = socket.socketpair()\n"
+    "socket.send_fds(b, [b'c'], [a.fileno(), b.fileno()])  # the pair holds itself\n"
+    "memfds = []\n"
+    "for _ in range(24):\n"
+    "    memfd = os.memfd_create('ballast')\n"
+    "    os.write(memfd, b'1' * (15 << 20))\n"
+    "    memfds.append(memfd)\n"
+    "for start in range(0, 24, 4):\n"
+    "    socket.send_fds(a, [b'm'], memfds[start:start + 4])\n"
+    "sent = 0\n"
+    "try:\n"
+    "    while sent < 200:\n"
+    "        socket.send_fds(a, [b's'], [a.fileno()])\n"
+    "        sent += 1\n"
+    "except OSError:\n"
+    "    pass\n"
+    "print('in flight', sent)\n"
+)
+"""360 MiB of memfds and as many descriptors as the uid may have in flight, passed over a
+socket pair that then holds itself: after the run, only the pair's own queues hold them."""
+NEXT_RUN = (
+    "import socket\n"
+    "x = bytearray(200 << 20)\n"
+    "a, b = socket.socketpair()\n"
+    "socket.send_fds(a, [b'x'], [0, 1, 2])\n"
+    "print('ok')\n"
+)
+
+
+def test_descriptors_and_memory_in_flight_die_with_the_run(any_sandbox: LocalSandbox) -> None:
+    """The runs after one that left 360 MiB and its descriptor budget in flight start with
+    their full memory limit (512 MiB) and can pass descriptors (no ETOOMANYREFS)."""
+    if any_sandbox.isolation_report()["network"] == "audit-hook":
+        pytest.skip("the plain fallback's audit hook refuses every sendmsg, fds included")
+    hoard = any_sandbox.run(HOARD_IN_FLIGHT, timeout=20)
+    assert hoard.ok and hoard.stdout.startswith("in flight"), hoard
+    after = [any_sandbox.run(NEXT_RUN, timeout=20) for _ in range(2)]  # both cgroup slots
+    assert [result.stdout for result in after] == ["ok\n"] * 2, after
