@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -184,11 +185,54 @@ def _duckdb_type(declared: str) -> str:
     return "VARCHAR"
 
 
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_ISO_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{6})?")
+_FITS = {
+    "BIGINT": lambda v: isinstance(v, int) and -(2**63) <= v < 2**63,
+    "DOUBLE": lambda v: isinstance(v, float) or (isinstance(v, int) and abs(v) <= 2**53),
+    "VARCHAR": lambda v: isinstance(v, str),
+    "BLOB": lambda v: isinstance(v, bytes),
+    "DATE": lambda v: isinstance(v, str) and _ISO_DATE.fullmatch(v) is not None,
+    "TIMESTAMP": lambda v: isinstance(v, str) and _ISO_TIMESTAMP.fullmatch(v) is not None,
+}
+"""Whether a value SQLite returns goes into a DuckDB type and comes back the same (after
+:func:`~palaestra.verifiers.sql_compare.normalize`: a DATE as ``YYYY-MM-DD``, a TIMESTAMP
+as ``YYYY-MM-DD HH:MM:SS``)."""
+
+
+def column_type(declared: str, values: list[Any]) -> str:
+    """The DuckDB type of a column: its declared type's when every value fits it
+    (:data:`_FITS`), else the first of BIGINT, DOUBLE, BLOB that every value fits, else
+    VARCHAR (values kept as their text). Decided per column, so one odd value
+    (``'unknown'`` in a DATE column) changes only its own column."""
+    present = [value for value in values if value is not None]
+    for kind in (_duckdb_type(declared), "BIGINT", "DOUBLE", "BLOB", "VARCHAR"):
+        if all(_FITS[kind](value) for value in present):
+            return kind
+    return "VARCHAR"
+
+
+def _as_loaded(kind: str, values: list[Any]) -> list[Any]:
+    """A column's values as parameters for ``kind`` (numbers as floats for DOUBLE, anything
+    as its text for VARCHAR, which a mixed column falls back to)."""
+    if kind == "DOUBLE":
+        return [None if v is None else float(v) for v in values]
+    if kind == "VARCHAR" and not all(isinstance(v, str | None) for v in values):
+        return [v if v is None or isinstance(v, str) else _text(v) for v in values]
+    return values
+
+
+def _text(value: Any) -> str:
+    """A value as SQLite's ``CAST(value AS TEXT)`` writes it."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return repr(value) if isinstance(value, float) else str(value)
+
+
 def _copy_tables(path: str, connection: Any, schema: str) -> None:
     """Every table of the SQLite file into ``schema``: each column goes in as one list
-    parameter, unnested (no files: external access stays off). A table whose values do not
-    fit its declared types is loaded as text."""
-    duckdb = import_duckdb()
+    parameter, unnested (no files: external access stays off), typed by
+    :func:`column_type`."""
     reader = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True)
     try:
         tables = reader.execute(
@@ -198,12 +242,9 @@ def _copy_tables(path: str, connection: Any, schema: str) -> None:
             info = reader.execute(f'PRAGMA table_info("{table}")').fetchall()
             rows = reader.execute(f'SELECT * FROM "{table}"').fetchall()
             columns = [list(column) for column in zip(*rows, strict=True)] or [[] for _ in info]
-            name = f'{schema}."{table}"'
-            try:
-                _insert(connection, name, info, [_duckdb_type(r[2]) for r in info], columns)
-            except duckdb.Error:
-                text = [[None if v is None else str(v) for v in column] for column in columns]
-                _insert(connection, name, info, ["VARCHAR"] * len(info), text)
+            types = [column_type(r[2], c) for r, c in zip(info, columns, strict=True)]
+            loaded = [_as_loaded(k, c) for k, c in zip(types, columns, strict=True)]
+            _insert(connection, f'{schema}."{table}"', info, types, loaded)
     finally:
         reader.close()
 
@@ -214,7 +255,7 @@ def _insert(
     definition = ", ".join(f'"{row[1]}" {kind}' for row, kind in zip(info, types, strict=True))
     connection.execute(f"CREATE OR REPLACE TABLE {table} ({definition})")
     if columns and columns[0]:
-        values = ", ".join(f"unnest(${i + 1})::{kind}" for i, kind in enumerate(types))
+        values = ", ".join(f"unnest(${i + 1}::{kind}[])" for i, kind in enumerate(types))
         connection.execute(f"INSERT INTO {table} SELECT {values}", columns)
 
 

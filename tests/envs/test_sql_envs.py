@@ -217,6 +217,27 @@ def test_spider_and_bird_files(tmp_path):
         SQLDataset(bad, tmp_path / "db").reset(seed=0)
 
 
+def test_spider_oracle_answers_on_duckdb_or_says_it_cannot(tmp_path):
+    pytest.importorskip("duckdb", reason="needs the 'duckdb' extra")
+    env = palaestra.make("sql:Spider-v0", backend="duckdb")
+    for row in range(env.unwrapped.problem_count):  # bare columns beside COUNT(*) included
+        observation, _ = env.reset(options={"index": row})
+        assert env.step(env.oracle()(observation))[1] == 1.0, env.unwrapped.problem.answer
+    folder = tmp_path / "db" / "mini"
+    folder.mkdir(parents=True)
+    connection = sqlite3.connect(folder / "mini.sqlite")
+    connection.executescript("CREATE TABLE t (a INTEGER); INSERT INTO t VALUES (1);")
+    connection.commit()
+    connection.close()
+    questions = tmp_path / "dev.json"
+    record = {"db_id": "mini", "question": "Type of a?", "query": "SELECT typeof(a) FROM t"}
+    questions.write_text(json.dumps([record]))
+    env = SQLDataset(questions, tmp_path / "db", backend="duckdb")
+    env.reset(seed=0)
+    with pytest.raises(NotImplementedError, match=r"no oracle on duckdb.*another result"):
+        env.oracle()
+
+
 @pytest.mark.parametrize("env_id", ["sql:Mixed-v0", "sql:Mixed-Tools-v0", "sql:Spider-SQLTag-v0"])
 def test_garbage_actions_never_raise(env_id):
     env = palaestra.make(env_id)

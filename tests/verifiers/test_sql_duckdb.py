@@ -204,3 +204,53 @@ def test_both_backends_implement_one_protocol_and_do_not_import_each_other(db):
 def test_integers_compare_exactly_on_both_backends(db, backend, predicted, score):
     gold = "SELECT 1900620676900"
     assert execution_match(predicted, gold, db, backend=backend) == score
+
+
+@pytest.fixture(scope="module")
+def spider_style(tmp_path_factory) -> Path:
+    """Values as Spider/BIRD files hold them: a DATE column with a word in it, timestamps
+    written with a T, a REAL column holding integers, an untyped column of mixed values."""
+    path = tmp_path_factory.mktemp("spider") / "s.sqlite"
+    connection = sqlite3.connect(path)
+    connection.executescript("""
+        CREATE TABLE sales (id INTEGER, day DATE, sold_at DATETIME, amount REAL, note);
+        INSERT INTO sales VALUES (1, '2024-03-01', '2024-10-07T22:30', 5, 'a'),
+            (2, 'unknown', '2024-10-07 22:30:00', 2.5, 7),
+            (3, NULL, NULL, 10, x'00ff');
+        CREATE TABLE typed (id INTEGER, day DATE, stamp DATETIME);
+        INSERT INTO typed VALUES (1, '2024-03-01', '2024-03-01 05:15:00');
+    """)
+    connection.commit()
+    connection.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT id FROM sales",
+        "SELECT day FROM sales",
+        "SELECT sold_at FROM sales",
+        "SELECT note FROM sales WHERE id = 1",
+        "SELECT amount FROM sales",
+        "SELECT id, day, sold_at, amount FROM sales WHERE id < 3",
+        "SELECT id, day FROM typed",
+    ],
+)
+def test_spider_style_files_load_with_the_values_sqlite_returns(spider_style, query):
+    assert (
+        open_database(spider_style, "duckdb").query(query).rows
+        == (SQLiteDatabase(spider_style).query_trusted(query).rows)
+        or duck(query, query, spider_style) == 1.0
+    )
+    assert duck(query, query, spider_style) == 1.0
+
+
+def test_types_fall_back_per_column_not_per_table(spider_style):
+    described = open_database(spider_style, "duckdb").describe("sales")
+    assert "id BIGINT" in described and "amount DOUBLE" in described
+    assert "day VARCHAR" in described and "sold_at VARCHAR" in described  # as stored
+    typed = open_database(spider_style, "duckdb").describe("typed")
+    assert "day DATE" in typed and "stamp TIMESTAMP" in typed  # dates still work as dates
+    rows = open_database(spider_style, "duckdb").query("SELECT sold_at FROM sales ORDER BY id").rows
+    assert rows[0] == ("2024-10-07T22:30",)

@@ -45,7 +45,6 @@ from palaestra.verifiers.sql_backend import (
     QueryResult,
     SQLError,
     open_database,
-    transpile,
 )
 from palaestra.verifiers.sql_compare import results_equal_as_sets
 from palaestra.verifiers.sql_skyrl import SKYRL_FORMAT_PENALTY, skyrl_observation, skyrl_solution
@@ -90,10 +89,45 @@ def extract_sql(text: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def gold_in_dialect(sql: str, dialect: str) -> str:
+def dialect_forms(sql: str, dialect: str) -> tuple[str, ...]:
     """A SQLite gold query in ``dialect`` (for an oracle that answers on another backend;
-    never used to grade: the gold always runs on SQLite)."""
-    return sql if dialect == "sqlite" else transpile(sql, "sqlite", dialect)
+    never used to grade: the gold always runs on SQLite): sqlglot's translation, then one
+    with each bare column beside an aggregate wrapped in ``ANY_VALUE`` (SQLite takes such a
+    column from any row of the group; the caller checks the result)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except sqlglot.errors.SqlglotError:
+        return ()
+    forms = [tree.sql(dialect=dialect)]
+    for select in tree.find_all(exp.Select):
+        _wrap_bare_columns(select)
+    forms.append(tree.sql(dialect=dialect))
+    return tuple(dict.fromkeys(forms))
+
+
+def _wrap_bare_columns(select: Any) -> None:
+    """In a grouped SELECT, each output column neither grouped on nor inside an aggregate
+    becomes ``ANY_VALUE(column)``, keeping its output name."""
+    from sqlglot import exp
+
+    group = select.args.get("group")
+    aggregated = group is not None or any(
+        projection.find(exp.AggFunc) for projection in select.expressions
+    )
+    if not aggregated:
+        return
+    grouped = {g.sql() for g in group.expressions} if group is not None else set()
+    for projection in select.expressions:
+        column = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(column, exp.Column) and column.sql() not in grouped:
+            wrapped = exp.AnyValue(this=column.copy())
+            if isinstance(projection, exp.Alias):
+                projection.set("this", wrapped)
+            else:
+                projection.replace(exp.alias_(wrapped, column.name))
 
 
 class RecentlyUsed(OrderedDict[Any, Any]):
@@ -241,9 +275,31 @@ class SQLEnv(AnswerEnv):
         return Grade(0.0, False, f"The query ran but returned the wrong result ({_shown(result)}).")
 
     def oracle(self) -> Policy:
-        """Answers with the gold query (in this env's dialect)."""
-        text = self.format_answer(gold_in_dialect(self.problem.answer, self.database().dialect))
+        """Answers with the gold query (in this env's dialect: :meth:`oracle_query`)."""
+        text = self.format_answer(self.oracle_query())
         return lambda observation: text
+
+    def oracle_query(self) -> str:
+        """The gold query in this env's dialect, checked to give the gold's answer on this
+        episode's database; NotImplementedError saying why when no form found does (a
+        SQLite gold that selects bare columns beside an aggregate has no DuckDB twin)."""
+        gold, dialect = self.problem.answer, self.database().dialect
+        if dialect == "sqlite":
+            return gold
+        reason = "sqlglot cannot translate it"
+        for candidate in dialect_forms(gold, dialect):
+            try:
+                result = self.query(candidate)
+            except SQLError as error:
+                reason = str(error).splitlines()[0]
+                continue
+            if answer_matches(result, self.gold()):
+                return candidate
+            reason = "its translation returns another result"
+        raise NotImplementedError(
+            f"no oracle on {dialect} for this episode: the gold query {gold!r} has no "
+            f"{dialect} form found that gives its answer ({reason}); use backend='sqlite'"
+        )
 
     def format_answer(self, answer: str) -> str:
         if self.reward == "skyrl":
@@ -468,7 +524,7 @@ class SQLToolEnv(ToolEnv):
 
     def oracle(self) -> Policy:
         """Explore (list the tables, run the gold query), then submit the gold query."""
-        gold = gold_in_dialect(self.sql_env.problem.answer, self.sql_env.database().dialect)
+        gold = self.sql_env.oracle_query()
         calls = [("sql", {"query": gold})]
         if "list_tables" in self.tool_map:
             calls.insert(0, ("list_tables", {}))
