@@ -9,6 +9,9 @@ adds the local sandbox of an earlier commit (its ``palaestra/sandboxes`` read fr
 
     python benchmarks/sandbox_throughput.py --calls 200 --before f20d92d --rounds 10
 
+``--docker`` adds the docker backend (a warm pool of containers of ``$PALAESTRA_DOCKER_IMAGE``;
+``bash .ci/docker-engine`` gives a machine an engine and an image built offline).
+
 ``--rounds N`` (with ``--before``) then alternates the two in N rounds of the warm-pool
 throughput (trivial program, concurrency 16) and of the paced latency, and prints medians:
 on a loaded machine a single pass of each mostly measures what the load did meanwhile.
@@ -153,6 +156,9 @@ def main() -> None:
     parser.add_argument(
         "--pause-ms", type=float, default=20.0, help="pause between the paced latency runs"
     )
+    parser.add_argument(
+        "--docker", action="store_true", help="also measure DockerSandbox ($PALAESTRA_DOCKER_IMAGE)"
+    )
     args = parser.parse_args()
     sandbox = LocalSandbox(pool_size=args.pool_size)
     sandbox.warm()
@@ -165,6 +171,12 @@ def main() -> None:
         runners[f"palaestra local at {args.before}"] = lambda code: (
             before.run(code, timeout=10).stdout
         )
+    if args.docker:
+        from palaestra.sandboxes.docker import DockerSandbox
+
+        docker = DockerSandbox(pool_size=args.pool_size)
+        docker.warm()
+        runners["palaestra docker"] = lambda code: docker.run(code, timeout=10).stdout
     runners["subprocess per call"] = subprocess_runner
     gem = gem_runner()
     if gem is not None:

@@ -13,8 +13,11 @@ adds what a process cannot give itself:
 
 Inside, the worker applies the rest of :class:`Limits` as rlimits, kills the run's processes
 at its timeout and caps the output. A run that times out also costs its container: it is
-removed and the pool starts a fresh one; a worker that stops answering is removed the same
-way. Needs ``pip install 'palaestra[docker]'`` and a running Docker engine.
+removed and the pool starts a fresh one; a worker that stops answering, or is found dead when
+taken from the pool, is removed the same way. The engine removes a container once it stops,
+and a process killed before it closed its sandbox leaves containers that the next
+``DockerSandbox`` on the host removes (their label names the owner's host and pid). Needs
+``pip install 'palaestra[docker]'`` and a running Docker engine.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ WORKER_MEMORY_MB = 64
 WORKER_PROCESSES = 8
 """Processes beside the run's own: the init, ``sleep``, the worker, its spawner, exec shims."""
 LABEL = "palaestra.sandbox"
+"""Label of every sandbox container; its value names the owner, ``<hostname>:<pid>``."""
 STARTUP_SECONDS = 60.0
 _STDOUT = 1
 
@@ -91,8 +95,38 @@ def container_config(
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
         "ulimits": [{"name": "core", "soft": 0, "hard": 0}],
-        "labels": {LABEL: "1"},
+        "labels": {LABEL: owner()},
+        "auto_remove": True,  # a container that stops for any reason is removed by the engine
     }
+
+
+def owner() -> str:
+    """This process, as the sandbox containers it starts name their owner."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def remove_orphans(client: Any) -> int:
+    """Remove sandbox containers whose owner, a process of this host, is gone (it was
+    killed before it could close its sandbox); returns how many were removed."""
+    host = socket.gethostname()
+    removed = 0
+    for container in client.api.containers(all=True, filters={"label": LABEL}):
+        owner_host, _, pid = container["Labels"].get(LABEL, "").rpartition(":")
+        if owner_host == host and pid.isdigit() and not _process_exists(int(pid)):
+            with contextlib.suppress(Exception):  # removed meanwhile
+                client.api.remove_container(container["Id"], force=True)
+                removed += 1
+    return removed
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, another user's
+        pass
+    return True
 
 
 def worker_config(limits: Limits, preload: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -251,6 +285,7 @@ class DockerSandbox(WorkerPoolSandbox):
         )
         self._worker_config = worker_config(self.limits, preload)
         self._client = connect(base_url)
+        remove_orphans(self._client)
         self._ensure_image(image)
 
     def _ensure_image(self, image: str) -> None:

@@ -1,7 +1,8 @@
 """The same behaviour and security assertions for every backend that exists here.
 
 The local backend always runs; docker and e2b run when an engine / a key exists and skip
-with the reason otherwise.
+with the reason otherwise (``bash .ci/docker-engine`` gives this machine an engine and an
+offline image; ``$PALAESTRA_DOCKER_IMAGE`` names the image).
 """
 
 from __future__ import annotations
@@ -30,14 +31,17 @@ def start_backend(name: str) -> Sandbox:
         raise
 
 
-@pytest.fixture(scope="module", params=["local", "docker", "e2b"])
+DOCKER = pytest.param("docker", marks=pytest.mark.docker)
+
+
+@pytest.fixture(scope="module", params=["local", DOCKER, "e2b"])
 def backend(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     box = start_backend(request.param)
     with box:
         yield box
 
 
-@pytest.fixture(scope="module", params=["docker", "e2b"])
+@pytest.fixture(scope="module", params=[DOCKER, "e2b"])
 def remote_backend(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     box = start_backend(request.param)
     with box:

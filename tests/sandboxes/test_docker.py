@@ -10,6 +10,9 @@ The engine and an offline image come from ``bash .ci/docker-engine`` (Debian's p
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +21,13 @@ import pytest
 
 import palaestra
 from palaestra.sandboxes import ExecResult, Limits, LocalSandbox, make_sandbox
-from palaestra.sandboxes.docker import LABEL, DockerSandbox, connect
+from palaestra.sandboxes.docker import (
+    DEFAULT_IMAGE,
+    IMAGE_VARIABLE,
+    LABEL,
+    DockerSandbox,
+    connect,
+)
 
 pytestmark = pytest.mark.docker
 docker = pytest.importorskip("docker", reason="the docker extra is not installed")
@@ -218,3 +227,26 @@ def test_humaneval_verdicts_match_the_local_backend(
     on_docker = humaneval_rewards(box)
     assert on_docker == humaneval_rewards(local)
     assert on_docker[0] == 1.0 and 0.0 in on_docker
+
+
+def test_containers_of_a_dead_owner_are_removed(engine: Any) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    image = os.environ.get(IMAGE_VARIABLE) or DEFAULT_IMAGE
+    orphan = engine.containers.run(
+        image,
+        ["sleep", "infinity"],
+        detach=True,
+        labels={LABEL: f"{socket.gethostname()}:{dead.pid}"},
+    )
+    alive = engine.containers.run(
+        image, ["sleep", "infinity"], detach=True, labels={LABEL: f"{socket.gethostname()}:1"}
+    )
+    try:
+        start_docker(pool_size=1).close()
+        assert orphan.id not in sandbox_containers(engine)
+        assert alive.id in sandbox_containers(engine)  # pid 1 exists: its owner may be alive
+    finally:
+        for container in (orphan, alive):
+            with contextlib.suppress(docker.errors.APIError):
+                container.remove(force=True)
