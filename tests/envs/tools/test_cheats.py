@@ -68,7 +68,8 @@ def test_a_refusal_after_locking_identification_scores_zero(env_id):
 
 def _alternatives(env: DomainTools, count: int) -> Script:
     """Read everything, then offer a fact's value among others shown, ``count`` values in all,
-    three a message as "X or Y or Z", the right one last."""
+    three a message, the right one last: "X or Y or Z" (one message), or "X, Y, Z" (no hedge
+    word: each message alone is within its slack; the conversation's cap catches them)."""
     task, inner = task_of(env), env.unwrapped
     yield from questions(task)
     reads = READS[inner.backend_type.name](_session_after(env, _identify(task)), task, inner)
@@ -81,8 +82,9 @@ def _alternatives(env: DomainTools, count: int) -> Script:
     offers = [other_format(Fact(fact.kind, v, v), task.vocabulary) for v in others]
     offers.append(other_format(fact, task.vocabulary))
     rest = " ".join(f"{f.text}." for f in task.report if f != fact)
+    joiner = " or " if count <= 3 else ", "
     for start in range(0, len(offers), 3):
-        yield f"All done. It is {' or '.join(offers[start : start + 3])}. {rest}"
+        yield f"All done. It is {joiner.join(offers[start : start + 3])}. {rest}"
 
 
 @pytest.mark.parametrize("count", [3, 9])
