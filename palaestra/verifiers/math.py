@@ -38,6 +38,7 @@ from fractions import Fraction
 
 from palaestra.verifiers.extract import answer_phrase, boxed_contents, last_tagged
 from palaestra.verifiers.math_normalize import (
+    MAX_FAST_NUMBER_CHARS,
     clean_latex,
     compare_numbers,
     normalize_answer,
@@ -92,8 +93,9 @@ _ANSWER_WORD = re.compile(r"(?i)answer")
 
 
 def _stated_answer(completion: str, max_boxed: int) -> _Stated:
-    """What the completion states as its final answer. A box followed by an answer phrase
-    ("... the final answer is $5$") is not final: math-verify decides between them."""
+    """What the completion states as its final answer: its boxed or tagged answer, or the
+    whole completion when it is one plain number (``5 cm``). A box followed by an answer
+    phrase ("... the final answer is $5$") is not final: math-verify decides between them."""
     boxes = boxed_contents(completion)
     if boxes:
         if not boxes[-1].strip():
@@ -106,7 +108,9 @@ def _stated_answer(completion: str, max_boxed: int) -> _Stated:
         return _Stated(boxes[-1].strip() if final else None)
     tagged = last_tagged(completion)
     if tagged is None:
-        return _Stated(None)
+        bare = completion.strip()
+        plain = len(bare) <= MAX_FAST_NUMBER_CHARS and parse_number(bare) is not None
+        return _Stated(bare if plain else None)
     return _Stated(tagged.strip() or None, empty=not tagged.strip())
 
 

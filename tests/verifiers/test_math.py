@@ -35,6 +35,10 @@ def test_numbers_and_equal_strings_are_decided_without_the_symbolic_tier():
     assert (grade.score, grade.method) == (1.0, "number")
     grade = default_verifier().grade(r"so \boxed{\text{Evelyn}}.", r"\text{Evelyn}")
     assert (grade.score, grade.method) == (1.0, "string")
+    grade = default_verifier().grade("12 cm", "12")  # a completion that is one number
+    assert (grade.score, grade.method) == (1.0, "number")
+    grade = default_verifier().grade("1 2", "12")  # not one number: math-verify decides
+    assert (grade.score, grade.method) == (0.0, "symbolic")
 
 
 def test_expressions_use_the_symbolic_tier():
