@@ -6,7 +6,10 @@ everywhere), ``instructions`` tells the model how to call the given tools. Forma
 registered by name; :func:`tool_format` looks one up, :func:`register_tool_format` adds one.
 
 * ``hermes`` (default): ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (Hermes,
-  Qwen and most open chat templates);
+  Qwen and most open chat templates); it also reads ``"parameters"`` for ``"arguments"`` and
+  an action that is one bare Llama-style JSON call;
+* ``llama``: the action is ``{"name": ..., "parameters": {...}}`` (Llama 3.1 JSON tool calls,
+  ``<|python_tag|>`` accepted), several separated by new lines or ``;``;
 * ``tags``: ``<python>code</python>``, ``<search>query</search>``, ``<sql>query</sql>``: the
   tool's name as the tag and the content as its one string argument (Search-R1, ToRL);
 * ``fenced``: a fenced ```` ```python ```` block is a call of the ``python`` tool.
@@ -104,6 +107,8 @@ class HermesFormat:
     name = "hermes"
 
     def parse(self, text: str, tools: Sequence[dict[str, Any]] = ()) -> ParsedToolCalls:
+        """The blocks' calls; an action that is one bare Llama-style JSON call (no blocks) is
+        read as that call."""
         calls, errors = [], []
         for match in _HERMES_BLOCK.finditer(text):
             call, error = _parse_json_call(match.group(1))
@@ -111,6 +116,8 @@ class HermesFormat:
                 calls.append(call)
             else:
                 errors.append(error)
+        if not calls and not errors:
+            return LlamaJsonFormat().parse(text, tools)
         return ParsedToolCalls(calls, errors)
 
     def format(self, call: ToolCall, tools: Sequence[dict[str, Any]] = ()) -> str:
@@ -133,7 +140,7 @@ def _parse_json_call(body: str) -> tuple[ToolCall | None, str]:
         return None, f"tool call is not valid JSON ({exc.msg} at position {exc.pos})"
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         return None, 'tool call must be a JSON object with a string "name"'
-    arguments = data.get("arguments", {})
+    arguments = data.get("arguments", data.get("parameters", {}))  # Llama: "parameters"
     if isinstance(arguments, str):  # some models send the arguments JSON-encoded
         try:
             arguments = json.loads(arguments)
@@ -142,6 +149,44 @@ def _parse_json_call(body: str) -> tuple[ToolCall | None, str]:
     if not isinstance(arguments, dict):
         return None, f'"arguments" of {data["name"]!r} must be a JSON object'
     return ToolCall(data["name"], arguments), ""
+
+
+class LlamaJsonFormat:
+    """An action that is one JSON call, ``{"name": ..., "parameters": {...}}`` (Llama 3.1's
+    JSON tool calling; ``<|python_tag|>`` before it and ``"arguments"`` for ``"parameters"``
+    are accepted), or several separated by ``;`` or new lines. Text around the JSON makes the
+    action a message, not a call."""
+
+    name = "llama"
+
+    def parse(self, text: str, tools: Sequence[dict[str, Any]] = ()) -> ParsedToolCalls:
+        body = text.strip().removeprefix(PYTHON_TAG).strip()
+        named = '"name"' in body and ('"parameters"' in body or '"arguments"' in body)
+        if not (body.startswith("{") and body.endswith("}") and named):
+            return ParsedToolCalls([], [])
+        calls, errors = [], []
+        for part in _JSON_CALLS.split(body):
+            call, error = _parse_json_call(part)
+            if call is not None:
+                calls.append(call)
+            else:
+                errors.append(f"{error}; write each call as {LLAMA_EXAMPLE}")
+        return ParsedToolCalls(calls, errors)
+
+    def format(self, call: ToolCall, tools: Sequence[dict[str, Any]] = ()) -> str:
+        return json.dumps({"name": call.name, "parameters": call.arguments}, ensure_ascii=False)
+
+    def instructions(self, tools: Sequence[dict[str, Any]]) -> str:
+        return (
+            f"You can call tools. To call one, answer with only {LLAMA_EXAMPLE}; several calls "
+            "go on separate lines. The results come back in the next message. When you are "
+            f"done with tools, answer in plain text. Tools:\n{_tool_list(tools)}"
+        )
+
+
+PYTHON_TAG = "<|python_tag|>"
+LLAMA_EXAMPLE = '{"name": <tool name>, "parameters": <JSON object>}'
+_JSON_CALLS = re.compile(r"(?<=\})\s*(?:;|\n)\s*(?=\{)")
 
 
 class TagFormat:
@@ -253,7 +298,7 @@ def tool_format(name: str | ToolCallFormat = DEFAULT_FORMAT) -> ToolCallFormat:
     return found
 
 
-for _fmt in (HermesFormat(), TagFormat(), FencedFormat()):
+for _fmt in (HermesFormat(), LlamaJsonFormat(), TagFormat(), FencedFormat()):
     register_tool_format(_fmt)
 
 

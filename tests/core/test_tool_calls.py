@@ -1,6 +1,6 @@
 import pytest
 
-from palaestra.core.tool_calls import ToolCall, format_tool_call, parse_tool_calls
+from palaestra.core.tool_calls import ToolCall, format_tool_call, parse_tool_calls, tool_format
 
 
 def test_parses_calls_in_order_and_round_trips() -> None:
@@ -88,3 +88,37 @@ def test_formats_are_a_registry_with_clear_errors():
         tool_format("xml")
     with pytest.raises(ValueError, match="already registered"):
         register_tool_format(HermesFormat())
+
+
+LLAMA_CALL = '{"name": "python", "parameters": {"code": "1"}}'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"<tool_call>{LLAMA_CALL}</tool_call>",
+        LLAMA_CALL,
+        f"<|python_tag|>{LLAMA_CALL}",
+        f"  {LLAMA_CALL}\n",
+    ],
+)
+def test_llama_style_json_calls_are_read(text: str) -> None:
+    """Llama 3.1 writes ``"parameters"`` and may send the JSON alone: the default format reads
+    both, with the arguments."""
+    assert parse_tool_calls(text).calls == [ToolCall("python", {"code": "1"})]
+
+
+def test_the_llama_format_reads_several_calls_and_round_trips() -> None:
+    llama = tool_format("llama")
+    first, second = ToolCall("python", {"code": "1"}), ToolCall("search", {"q": "x"})
+    text = f"{llama.format(first)}\n{llama.format(second)}"
+    assert llama.parse(text).calls == [first, second]
+    assert llama.parse(f"{llama.format(first)}; {llama.format(second)}").calls == [first, second]
+    assert "parameters" in llama.instructions([PYTHON])
+
+
+def test_json_in_prose_is_no_call_and_a_malformed_one_says_how_to_write_it() -> None:
+    assert not parse_tool_calls(f"The call would be {LLAMA_CALL}, I think.")
+    assert not parse_tool_calls('{"name": "Ada"}')  # an answer that is JSON, not a call
+    (error,) = parse_tool_calls('{"name": "python", "parameters": 3}').errors
+    assert error.count("\n") == 0 and '"parameters": <JSON object>' in error
