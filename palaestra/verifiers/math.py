@@ -15,11 +15,24 @@ Two tiers, cheapest first:
    a hard timeout (:mod:`palaestra.verifiers.worker`), so a hostile expression costs at most
    ``timeout`` seconds and never hangs the caller (:mod:`palaestra.verifiers.math_symbolic`).
 
+When the plain reading disagrees, the answer and the gold are also read in other forms
+(:mod:`palaestra.verifiers.math_forms`): named components (``x=16, y=3`` for ``16, 3``),
+definitions up to the argument's name (``f(t)=2t+1`` for ``f(x)=2x+1``), set-builder
+notation and conditions joined by "or" as sets, vectors as tuples, ratios, ordinals, mixed
+numbers, degrees and minutes, and an exact value against a decimal gold of three or more
+significant digits that it rounds to (``\frac{600}{7}`` for ``85.71``; a decimal answer
+against an exact gold stays wrong: ``0.333`` is not ``\frac{1}{3}``).
+
 Guards against reward hacks hold on both tiers: an empty last ``\boxed{}`` is no answer;
 more than ``max_boxed`` different boxed answers is a hedge and scores 0; digits separated by
-spaces are only joined when they form thousands groups (``12 345``); ordered tuples stay
-ordered. Bare comma lists are compared as sets unless ``ordered_lists=True`` (a labelling
-policy: MATH's own checker treats ``10, 4, -2`` and ``4, 10, -2`` as different).
+spaces are only joined when they form thousands groups (``12 345``).
+
+Order: a tuple ``(1, 2)``, a vector or matrix, and components named on both sides (``x=1,
+y=2``, matched by name) are ordered; a set ``\{1, 2\}``, several boxes (``x=\boxed{2}`` or
+``x=\boxed{3}``) and conditions joined by "or" are not. A bare comma list (``10, 4, -2``,
+or the values of named components against it) is a set of solutions unless
+``ordered_lists=True`` makes it a sequence (MATH's own checker treats ``10, 4, -2`` and
+``4, 10, -2`` as different; math-verify and most "list all solutions" answers do not).
 
 >>> verify(r"... so the result is \boxed{\frac{1}{2}}", "0.5")
 1.0
@@ -306,7 +319,8 @@ def verify(completion: str, gold: Gold, *, timeout: float | None = None) -> floa
 
     ``gold`` may be LaTeX with or without ``$`` delimiters or ``\boxed{}``, a number, or a
     list of acceptable answers. ``timeout`` (seconds) overrides the default bound on a
-    symbolic comparison.
+    symbolic comparison. Tuples, vectors and named components are compared in order; sets
+    and bare comma lists as sets (``MathVerifier(ordered_lists=True)`` for sequences).
 
     >>> verify(r"\boxed{x=3}", "3")
     1.0
