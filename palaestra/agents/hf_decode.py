@@ -116,6 +116,9 @@ class RunningDecode:
         """Whether requests may join while rows are running, into slots (else only an empty
         decode, as one batch)."""
         self._forward_names = _forward_names(model)
+        self._most_slots = 0
+        """The most slots a decode used so far: the next one starts with as many, so that
+        its shapes are those seen before (its cache is freed between decodes)."""
         self._reset()
 
     def admit(self, requests: list[DecodeRequest]) -> None:
@@ -208,7 +211,9 @@ class RunningDecode:
         columns = max(
             prefill.mask.shape[1], 1 + max(row.cached for row in self.rows + prefill.rows)
         )
-        self._batch.reserve(len(self.rows) + len(prefill.rows), columns, like=layers[0][0])
+        slots = max(len(self.rows) + len(prefill.rows), self._most_slots)
+        self._batch.reserve(slots, columns, like=layers[0][0])
+        self._most_slots = self._batch.slots
         self._grow_row_state(self._batch.slots, prefill.uniforms)
         slots = self._batch.place(layers, lengths)
         index = self._last_tokens.new_tensor(slots)
