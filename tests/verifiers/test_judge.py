@@ -32,11 +32,19 @@ class AsyncScriptedJudge(ScriptedJudge):
         return super().act(conversation)
 
 
-def test_rule_accepted_answers_never_reach_the_agent():
+@pytest.mark.parametrize(
+    ("completion", "gold", "method"),
+    [
+        (r"\boxed{\frac{1}{2}}", "0.5", "number"),
+        (r"\boxed{x=16, y=3}", "16, 3", "symbolic"),  # accepted in another form
+        (r"\boxed{\frac{600}{7}}", "85.71", "number"),  # an exact value, a rounded gold
+    ],
+)
+def test_rule_accepted_answers_never_reach_the_agent(completion: str, gold: str, method: str):
     agent = ScriptedJudge("anything")
     judge = AgentJudge(agent)
-    grade = judge.grade(r"\boxed{\frac{1}{2}}", "0.5")
-    assert (grade.score, grade.method) == (1.0, "number")
+    grade = judge.grade(completion, gold)
+    assert (grade.score, grade.method) == (1.0, method)
     assert agent.prompts == [] and judge.cost.calls == 0
 
 
