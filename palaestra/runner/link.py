@@ -26,6 +26,8 @@ from websockets.uri import parse_uri
 from palaestra.runner.network import (
     ACTION_LIMIT_HEADER,
     FRAME_BYTES,
+    LOST,
+    REFUSED,
     EnvServerError,
     encode_frame,
     ignore_failure,
@@ -56,7 +58,8 @@ async def open_link(
         link.abort()
         raise EnvServerError(f"cannot reach the env server at {url}: {exc!r}") from exc
     except EnvServerError as exc:
-        raise EnvServerError(f"env server at {url} refused the connection: {exc}") from exc
+        message = f"env server at {url} refused the connection: {exc}"
+        raise EnvServerError(message, exc.code) from exc
     return link
 
 
@@ -125,7 +128,7 @@ class Link(asyncio.Protocol):
         if not self.alive:
             future = asyncio.get_running_loop().create_future()
             reason = "connection belongs to an earlier event loop" if self._open else self._failure
-            future.set_exception(EnvServerError(f"env server {reason}"))
+            future.set_exception(EnvServerError(f"env server {reason}", LOST))
             return future
         loop = self.loop
         future = loop.create_future()
@@ -189,7 +192,8 @@ class Link(asyncio.Protocol):
     def _handshake_done(self, response: Response) -> None:
         error = self.protocol.handshake_exc
         if error is not None:
-            self._fail(str(error))
+            status = response.status_code
+            self._fail(str(error), REFUSED if status in (401, 403) else None)
             return
         limit = response.headers.get(ACTION_LIMIT_HEADER)
         self.max_action_bytes = int(limit) if limit and limit.isdigit() else None
@@ -222,6 +226,9 @@ class Link(asyncio.Protocol):
     def _send_requests(self) -> None:
         queued, self._outbox = self._outbox, []
         if not self._open:
+            return
+        if self.protocol.state is not State.OPEN:  # its end is read, not yet handled
+            self._fail("closed the connection")
             return
         for frame in _frames(queued):
             self.protocol.send_text(encode_frame(frame).encode())
@@ -278,9 +285,9 @@ class Link(asyncio.Protocol):
             self._fail("connection closed with its event loop")
             raise
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str, code: str | None = None) -> None:
         """Fail every pending request and drop the socket (the server then closes this
-        connection's sessions at once)."""
+        connection's sessions at once); ``code`` goes with a refused handshake's error."""
         if self._closed:
             return
         self._closed, self._open, self._failure = True, False, reason
@@ -290,11 +297,11 @@ class Link(asyncio.Protocol):
             if timer is not None:
                 timer.cancel()
         if not self.opened.done():
-            self.opened.set_exception(EnvServerError(reason))
+            self.opened.set_exception(EnvServerError(reason, code))
             ignore_failure(self.opened)  # open_link may have stopped waiting (its timeout)
         for future, _ in self._pending.values():
             if not future.done():
-                future.set_exception(EnvServerError(f"env server {reason}"))
+                future.set_exception(EnvServerError(f"env server {reason}", LOST))
         self._pending.clear()
         if self._watch is not asyncio.current_task():
             self._watch.cancel()

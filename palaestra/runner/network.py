@@ -21,6 +21,8 @@ never runs twice. Responses: ``{"id": n, "ok": payload}`` or ``{"id": n, "error"
 
 A request that times out, a dropped connection or a server restart fails that episode's call
 with :class:`EnvServerError`, which the runner records as an errored episode; the run goes on.
+Episodes that start while the server cannot be reached wait for it, retrying with backoff
+until their deadline, so a restart costs the episodes in flight only.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
+import random
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +53,14 @@ FRAME_BYTES = 1 << 20
 NO_SESSION = "no_session"
 """Error code of an answer about a session the server does not have (closed while idle)."""
 
+LOST = "lost"
+"""Error code of a request failed because its connection ended before the answer came: a
+session being opened is opened again on a new connection (nothing of it was seen yet)."""
+
+REFUSED = "refused"
+"""Error code of a handshake the server refused for good (401 or 403: a missing or wrong
+token); a client does not retry it."""
+
 TOO_LARGE = "too_large"
 """Error code of a request refused for its size (an action past the server's limit)."""
 
@@ -63,6 +73,10 @@ SERVER_POLICIES = ("oracle", "random")
 
 PLAYED_BY = "played_by"
 """``info`` key of a step the server played: the policy's name."""
+
+RECONNECT_BACKOFF_S = (0.1, 2.0)
+"""A client that cannot reach its server tries again after the first delay, doubled after
+each failure up to the second (each with jitter), until its callers' deadlines pass."""
 
 
 class EnvServerError(RuntimeError):
@@ -163,19 +177,35 @@ class NetworkEnv:
             try:
                 return self._started(await reset)
             except EnvServerError as exc:
-                if exc.code != NO_SESSION:
+                if exc.code not in (NO_SESSION, LOST):
                     self._broken = f"session unusable after an earlier failure: {exc}"
                     raise
-                # The server closed it while it sat idle in the client's pool: open another.
-        self._link = await self._client.link()
+                # Closed while it sat idle in the client's pool, or its connection ended.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._client.timeout_s
+        while True:
+            try:
+                return self._started(await self._open_session(deadline, seed, options))
+            except EnvServerError as exc:
+                # A connection lost before the episode's first observation costs it nothing:
+                # open the session again on a new connection, until the deadline.
+                if exc.code != LOST or loop.time() >= deadline:
+                    self._broken = f"session unusable after an earlier failure: {exc}"
+                    raise
+
+    async def _open_session(
+        self, deadline: float, seed: int | None, options: dict[str, Any] | None
+    ) -> list[Any]:
+        """Create a session on the live connection and reset it; the reset's answer."""
+        self._link = await self._client.link(deadline)
         self._session = next(self._link.sessions)
         created = self._link.request(
             "create", self._session, env=self._env_id, kwargs=self._env_kwargs
         )
         reset = self._link.request("reset", self._session, seed=seed, options=options)
         reset.add_done_callback(ignore_failure)  # fails too when the create fails
-        await self._call(created)
-        return self._started(await self._call(reset))
+        await created
+        return await reset
 
     def _started(self, answer: list[Any]) -> ResetResult:
         obs, info, meta = answer
@@ -235,18 +265,23 @@ class _LoopState:
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
-        self.connecting = asyncio.Lock()
         self.link: Link | None = None
         self.free: dict[tuple, list[NetworkEnv]] = defaultdict(list)
-        self.last_failure = (-float("inf"), "")
+        self.reconnecting: asyncio.Task[Link] | None = None
+        self.wanted_until = 0.0
+        """Until when (loop time) the reconnecting task keeps trying: the latest deadline
+        of the episodes waiting for it."""
+        self.last_failure = ""
 
 
 class EnvServerClient:
     """An env host whose envs live on a ``palaestra serve`` server.
 
     ``token`` defaults to ``$PALAESTRA_ENV_SERVER_TOKEN``; ``timeout_s`` bounds every request
-    (a slow or silent server fails that episode instead of hanging the run). Sessions of
-    clean episodes are reused by later tasks of the same env id and kwargs.
+    (a slow or silent server fails that episode instead of hanging the run) and how long an
+    episode waits for an unreachable server to come back (connecting is retried with backoff,
+    each attempt bounded by ``connect_timeout_s``). Sessions of clean episodes are reused by
+    later tasks of the same env id and kwargs.
 
     >>> host = EnvServerClient("http://127.0.0.1:8765")  # doctest: +SKIP
     >>> episodes = Runner(agent, host=host).run(tasks)  # doctest: +SKIP
@@ -282,26 +317,64 @@ class EnvServerClient:
             state = self._state = _LoopState(loop)
         return state
 
-    async def link(self) -> Link:
-        """The live connection of the running event loop, opened (or reopened) on demand."""
-        state = self._loop_state()
-        async with state.connecting:
-            if state.link is None or not state.link.alive:
-                failed_at, failure = state.last_failure
-                if time.monotonic() - failed_at < self.connect_timeout_s:
-                    # Episodes waiting to connect fail together, not one timeout after another.
-                    raise EnvServerError(failure)
-                try:
-                    state.link = await self._connect()
-                except EnvServerError as exc:
-                    state.last_failure = (time.monotonic(), str(exc))
-                    raise
-            return state.link
+    async def link(self, deadline: float | None = None) -> Link:
+        """The live connection of the running event loop, opened (or reopened) on demand.
 
-    async def _connect(self) -> Link:
+        While the server cannot be reached, connecting is retried with backoff (one attempt
+        at a time, shared by every caller) until the caller's ``deadline`` (loop time;
+        default ``timeout_s`` from now): episodes that start while a server restarts wait
+        for it instead of failing.
+        """
+        state = self._loop_state()
+        loop = state.loop
+        if deadline is None:
+            deadline = loop.time() + self.timeout_s
+        while True:
+            if state.link is not None and state.link.alive:
+                return state.link
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise EnvServerError(
+                    f"no connection to the env server within {self.timeout_s:g} s: "
+                    f"{state.last_failure}"
+                )
+            state.wanted_until = max(state.wanted_until, deadline)
+            if state.reconnecting is None or state.reconnecting.done():
+                state.reconnecting = loop.create_task(self._reconnect(state))
+                state.reconnecting.add_done_callback(ignore_failure)
+            try:
+                async with asyncio.timeout(remaining):
+                    await asyncio.shield(state.reconnecting)
+            except EnvServerError as exc:
+                if exc.code == REFUSED:  # a wrong token does not get better by waiting
+                    raise
+            except TimeoutError:
+                pass
+
+    async def _reconnect(self, state: _LoopState) -> Link:
+        """Connect, retrying with backoff while some caller still waits; the link is kept
+        in ``state``."""
+        loop = state.loop
+        backoff = RECONNECT_BACKOFF_S[0]
+        while True:
+            left = state.wanted_until - loop.time()
+            try:
+                state.link = await self._connect(min(self.connect_timeout_s, max(left, 0.01)))
+                return state.link
+            except EnvServerError as exc:
+                state.last_failure = str(exc)
+                if exc.code == REFUSED:
+                    raise
+            left = state.wanted_until - loop.time()
+            if left <= 0:
+                raise EnvServerError(state.last_failure)
+            await asyncio.sleep(min(backoff * random.uniform(0.5, 1.0), left))
+            backoff = min(backoff * 2, RECONNECT_BACKOFF_S[1])
+
+    async def _connect(self, connect_timeout_s: float) -> Link:
         from palaestra.runner.link import open_link
 
-        return await open_link(self.url, self.token, self.timeout_s, self.connect_timeout_s)
+        return await open_link(self.url, self.token, self.timeout_s, connect_timeout_s)
 
     def acquire(self, task: Task) -> NetworkEnv:
         try:

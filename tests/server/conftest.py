@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -13,6 +16,7 @@ import pytest
 import palaestra
 from palaestra.core import deregister
 from palaestra.server import serving
+from tests.conftest import child_env
 from tests.server.served_envs import SERVED_TEST_ENVS
 
 
@@ -72,3 +76,46 @@ async def read_answers(ws, count: int) -> list[dict]:
     while len(answers) < count:
         answers += json.loads(await ws.recv())
     return answers
+
+
+SERVER_PROCESS = """
+import sys
+from palaestra.server import build_server
+from tests.trainers.letter_env import register_once
+
+register_once()
+build_server(port=int(sys.argv[1])).run()
+"""
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_server_process(port: int) -> subprocess.Popen:
+    """``palaestra serve`` in a child process on ``port`` (every registered id, and the
+    trainer tests' letter env), once its ``/health`` answers: a server a test can SIGKILL."""
+    for module in ("fastapi", "uvicorn", "websockets"):
+        pytest.importorskip(module, reason="the env server needs the 'serve' extra")
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER_PROCESS, str(port)], env=child_env(), stderr=subprocess.PIPE
+    )
+
+    def healthy() -> bool:
+        assert server.poll() is None, server.stderr.read().decode()[-2000:]
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_for(healthy, timeout_s=60)
+    return server
+
+
+def kill(process: subprocess.Popen) -> None:
+    """SIGKILL ``process`` and reap it."""
+    process.kill()
+    process.wait()

@@ -169,9 +169,13 @@ async def test_a_server_that_never_answers_fails_requests_at_their_deadline():
 def test_unreachable_server_errors_every_episode():
     with running_server() as url:
         dead = url  # nothing listens there once the server stopped
-    runner = Runner(PolicyAgent(lambda obs: "x"), host=EnvServerClient(dead, connect_timeout_s=2))
+    runner = Runner(PolicyAgent(lambda obs: "x"), host=EnvServerClient(dead, timeout_s=1))
     episodes = runner.run(make_tasks(["test:Echo-v0"], range(3)))
-    assert all("cannot reach the env server" in e.error for e in episodes)
+    for episode in episodes:  # each waited its deadline for the server to come back
+        assert episode.error.startswith(
+            "EnvServerError: no connection to the env server within 1 s"
+        )
+        assert "cannot reach the env server" in episode.error
 
 
 async def test_restarted_server_fails_open_sessions_and_serves_new_ones():
