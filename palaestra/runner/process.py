@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import palaestra
@@ -75,13 +76,19 @@ def release_in_worker(handle: int, reuse: bool) -> None:
         _worker_free.setdefault(key, []).append(env)
 
 
+class WorkerDied(RuntimeError):
+    """The worker process holding an env died (killed, out of memory): its envs are lost."""
+
+
 class RemoteEnv:
     """One env living in a worker process: an env handle (``areset``/``astep`` + metadata)."""
 
     METADATA = ("system_prompt", "tools", "tool_format", "max_turns")
     steps_inline = False
 
-    def __init__(self, pool: ProcessEnvPool, worker: int, handle: int, spec: EnvSpec, kwargs: dict):
+    def __init__(
+        self, pool: ProcessEnvPool, worker: Worker, handle: int, spec: EnvSpec, kwargs: dict
+    ):
         self._pool, self._worker, self._handle = pool, worker, handle
         self._spec, self._kwargs = spec, kwargs
         self.system_prompt: str | None = None
@@ -106,33 +113,71 @@ class RemoteEnv:
         """Hand the env back to its worker (``reuse=False`` drops it, e.g. after a crash).
 
         Queued on the worker without waiting: its calls run in order, so the env is back
-        before the worker serves another call.
+        before the worker serves another call. Never raises (a dead worker's envs are gone).
         """
-        self._pool.load[self._worker] -= 1
+        self._worker.load -= 1
         self._pool.submit(self._worker, release_in_worker, self._handle, reuse)
+
+
+class Worker:
+    """One worker process (a one-process executor) and the envs handed out on it."""
+
+    def __init__(self, number: int, context: Any):
+        self.number = number
+        self.executor = ProcessPoolExecutor(max_workers=1, mp_context=context)
+        self.load = 0
+        self.dead = False
 
 
 class ProcessEnvPool:
     """An env host: ``workers`` processes that host envs; use as an async context manager or
-    call ``close``."""
+    call ``close``.
+
+    A worker process that dies fails the calls of the envs it held (:class:`WorkerDied`, so
+    their episodes are marked errored) and is replaced by a fresh process for later episodes.
+    """
 
     def __init__(self, workers: int):
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        context = multiprocessing.get_context("spawn")
-        self._executors = [
-            ProcessPoolExecutor(max_workers=1, mp_context=context) for _ in range(workers)
-        ]
-        self.load = [0] * workers
+        self._context = multiprocessing.get_context("spawn")
+        self.workers = [Worker(number, self._context) for number in range(workers)]
         self._handles = itertools.count()
+        self.replaced = 0
+        """How many dead worker processes were replaced."""
 
-    async def call(self, worker: int, fn: Any, *args: Any) -> Any:
+    async def call(self, worker: Worker, fn: Any, *args: Any) -> Any:
+        """Run ``fn(*args)`` on ``worker``; raises :class:`WorkerDied` if it died, now or
+        since the env was handed out."""
+        if worker.dead:
+            raise WorkerDied(f"env worker process {worker.number} died earlier; its envs are lost")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executors[worker], fn, *args)
+        try:
+            return await loop.run_in_executor(worker.executor, fn, *args)
+        except BrokenProcessPool:
+            self._replace(worker)
+            raise WorkerDied(
+                f"env worker process {worker.number} died (killed or out of memory); its envs "
+                "are lost and a new process serves later episodes"
+            ) from None
 
-    def submit(self, worker: int, fn: Any, *args: Any) -> None:
-        """Queue a call on ``worker`` without waiting for it."""
-        self._executors[worker].submit(fn, *args)
+    def submit(self, worker: Worker, fn: Any, *args: Any) -> None:
+        """Queue a call on ``worker`` without waiting for it (nothing if it died)."""
+        if worker.dead:
+            return
+        try:
+            worker.executor.submit(fn, *args)
+        except BrokenProcessPool:
+            self._replace(worker)
+
+    def _replace(self, worker: Worker) -> None:
+        """Put a fresh process in the place of the dead ``worker``."""
+        if worker.dead:
+            return
+        worker.dead = True
+        worker.executor.shutdown(wait=False, cancel_futures=True)
+        self.workers[worker.number] = Worker(worker.number, self._context)
+        self.replaced += 1
 
     def acquire(self, task: Task) -> RemoteEnv:
         """A handle to a fresh env slot on the least-loaded worker (reset it before use).
@@ -141,16 +186,17 @@ class ProcessEnvPool:
         strings or importable classes.
         """
         spec = palaestra.spec(task.env_id)
-        worker = min(range(len(self.load)), key=self.load.__getitem__)
-        self.load[worker] += 1
+        worker = min(self.workers, key=lambda candidate: candidate.load)
+        worker.load += 1
         return RemoteEnv(self, worker, next(self._handles), spec, dict(task.env_kwargs))
 
     def release(self, task: Task, handle: RemoteEnv, *, healthy: bool) -> None:
         handle.release(healthy)
 
     def close(self) -> None:
-        for executor in self._executors:
-            executor.shutdown(wait=True, cancel_futures=True)
+        """Stop every worker process (the envs' calls still queued are cancelled)."""
+        for worker in self.workers:
+            worker.executor.shutdown(wait=True, cancel_futures=True)
 
     async def __aenter__(self) -> ProcessEnvPool:
         return self

@@ -374,7 +374,7 @@ class SessionTable:
         if session is None:
             return False
         self.counters[f"sessions_closed_{reason}"] += 1
-        session.close()
+        _close_session(session)
         return True
 
     def close_idle(self) -> int:
@@ -396,13 +396,23 @@ class SessionTable:
         for key, session in list(self.sessions.items()):
             del self.sessions[key]
             self.counters["sessions_closed_shutdown"] += 1
-            future = session.close()
+            future = _close_session(session)
             if future is not None:
                 closing.append(future)
         if closing:
             await asyncio.wait(closing, timeout=timeout_s)
         if self._pool is not None:
             await asyncio.to_thread(self._pool.close)
+
+
+def _close_session(session: Session) -> asyncio.Future[Any] | None:
+    """Close ``session``, logging a failure instead of raising it: one session that cannot
+    be closed never stops the others' clean-up (a disconnect, the reaper, shutdown)."""
+    try:
+        return session.close()
+    except Exception as exc:
+        logger.warning("closing a session failed: %r", exc)
+        return None
 
 
 def _build(built: list[Env], env_id: str, kwargs: dict[str, Any]) -> Env:

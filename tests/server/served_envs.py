@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
+import signal
 import threading
 import time
 
@@ -96,6 +98,15 @@ class ThreadedNotJSON(NotJSON):
     threaded_step = True
 
 
+class Mortal(ThreadedEcho):
+    """Echo whose step ``die`` kills the worker process it runs in (never the test's own)."""
+
+    def step(self, action: str):
+        if action == "die" and multiprocessing.parent_process() is not None:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().step(action)
+
+
 SERVED_TEST_ENVS = {
     "test:Echo-v0": EchoEnv,
     "test:SlowEcho-v0": SlowEcho,
@@ -108,4 +119,5 @@ SERVED_TEST_ENVS = {
     "test:LeakyError-v0": LeakyError,
     "test:NotJSON-v0": NotJSON,
     "test:ThreadedNotJSON-v0": ThreadedNotJSON,
+    "test:Mortal-v0": Mortal,
 }

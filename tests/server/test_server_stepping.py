@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 
 import pytest
 
 from palaestra.agents.simple import OracleAgent, PolicyAgent
 from palaestra.runner import Runner, Task, make_tasks
 from palaestra.runner.network import EnvServerClient
-from palaestra.server import Stepping
+from palaestra.server import ServerLimits, Stepping
 from tests.server import served_envs
-from tests.server.conftest import metric, running_server
+from tests.server.conftest import metric, running_server, wait_for
 
 
 async def test_slow_steps_of_one_client_never_hold_another_clients_steps():
@@ -73,3 +74,44 @@ def test_stepping_settings_are_checked():
         Stepping("fibers")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=">= 1"):
         Stepping("processes", 0)
+
+
+def _kill_one_worker(obs: str) -> str:
+    """Seed 3's first step kills the worker process holding its env."""
+    return "die" if obs == "echo env, seed 3" else "x"
+
+
+def test_a_dead_step_process_costs_only_its_sessions_and_is_replaced():
+    with running_server(stepping=Stepping("processes", 2)) as url:
+        host = EnvServerClient(url)
+        runner = Runner(PolicyAgent(_kill_one_worker), max_turns=3, concurrency=4, host=host)
+        episodes = runner.run(make_tasks(["test:Mortal-v0"], range(40)))
+        errored = [e for e in episodes if e.error is not None]
+        assert 1 <= len(errored) <= 4 and "died" in errored[0].error  # at most those in flight
+        later = runner.run(make_tasks(["test:Mortal-v0"], range(10, 50)))
+        assert [e.error for e in later] == [None] * 40
+        runner.run([])  # the client's pooled sessions close with its connection:
+        host.close()
+        wait_for(lambda: metric(url, "palaestra_sessions_open") == 0)
+    # the server stopped: every worker process with it (else the server's thread would hang)
+
+
+@pytest.mark.parametrize("closed_by", ["idle", "disconnect"])
+async def test_sessions_of_a_dead_step_process_are_still_closed(closed_by: str):
+    """Closing sessions whose process died never stops the reaper or a disconnect's clean-up."""
+    idle_timeout_s = 1.0 if closed_by == "idle" else 300.0
+    limits = ServerLimits(idle_timeout_s=idle_timeout_s)
+    with running_server(stepping=Stepping("processes", 2), limits=limits) as url:
+        host = EnvServerClient(url)
+        handles = [host.acquire(Task("test:Mortal-v0")) for _ in range(6)]
+        pids = set()
+        for handle in handles:
+            await handle.areset(seed=0)
+            pids.add((await handle.astep("x"))[4]["pid"])
+        os.kill(min(pids), signal.SIGKILL)  # three sessions lose their process
+        if closed_by == "disconnect":
+            await host.aclose()
+        await asyncio.to_thread(wait_for, lambda: metric(url, "palaestra_sessions_open") == 0)
+        closed = metric(url, f'palaestra_sessions_closed_total{{reason="{closed_by}"}}')
+        assert len(pids) == 2 and closed == 6
+        await host.aclose()
