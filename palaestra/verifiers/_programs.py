@@ -207,8 +207,9 @@ def _send(reply):
 
 _namespace = {"__name__": "solution"}
 if os.path.exists("preamble.py"):
-    exec(compile(open("preamble.py").read(), "preamble.py", "exec"), _namespace)
-exec(compile(open("solution.py").read(), "solution.py", "exec"), _namespace)
+    exec(compile(open("preamble.py").read(), "preamble.py", "exec", dont_inherit=True), _namespace)
+# dont_inherit: the candidate runs as plain Python, whatever future flags ran this program
+exec(compile(open("solution.py").read(), "solution.py", "exec", dont_inherit=True), _namespace)
 _send("ready")
 
 
@@ -251,7 +252,7 @@ import io, json, sys
 
 _out, sys.stdout = sys.stdout, io.StringIO()
 _namespace = {"__name__": "checker"}
-exec(compile(open("checker.py").read(), "checker.py", "exec"), _namespace)
+exec(compile(open("checker.py").read(), "checker.py", "exec", dont_inherit=True), _namespace)
 _case = json.load(open("case.json"))
 _verdict = bool(_namespace["check"](_case["input"], _case["output"], _case["expected"]))
 sys.stdout = _out
