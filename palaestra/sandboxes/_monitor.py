@@ -11,6 +11,7 @@ stopped (SIGSTOP) between cells.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import select
@@ -29,6 +30,12 @@ READ_CHUNK = 65536
 RSS_ESTIMATE_SHARE = 0.5  # without a memory cgroup: peak RSS share that counts as exceeded
 MAX_STATUS_BYTES = 4096
 """A session cell's status is a few dozen bytes; a longer frame is malformed."""
+DISCARD_INTERVAL = 0.02
+"""How often output past the cap is thrown away once a run reached it: meanwhile the run's
+writers wait for room in the pipe, so a flood costs the worker a few hundred wake-ups a
+second and a splice each, not a read of every byte."""
+DISCARD_PIPE_BYTES = 1 << 20
+"""The pipe size a stream past the cap gets (the default unprivileged maximum)."""
 HANDOFF_SECONDS = 10.0
 """How long a runner may take to read its request (it reads it as soon as it is written)."""
 
@@ -138,6 +145,7 @@ class Monitor:
         self.max_rss_kb = 0
         self.cap = limits["max_output_bytes"]
         self.memory_mb = limits["memory_mb"]
+        self.devnull: int | None = None  # opened when output first goes past the cap
 
     def startup_error(self) -> str:
         """Why the runner died before it was ready (the last line of its traceback)."""
@@ -227,15 +235,21 @@ class Monitor:
         the cell's status (sessions) and whether it timed out."""
         watched = [self.out_r, self.err_r, self.spawner]
         watched += [fd for fd in (self.status_r if cell else None, self.listener) if fd is not None]
-        status = None
+        status, capped = None, []
         while status is None and self.alive:
             left = deadline - time.perf_counter()
             if left <= 0:
                 return status, True
-            for fd in select.select(watched, [], [], left)[0]:
+            wait = min(left, DISCARD_INTERVAL) if capped else left
+            for fd in select.select(watched, [], [], wait)[0]:
                 if fd in output:
-                    if self._drain(fd, output[fd], dropped):
+                    ended = self._drain(fd, output[fd], dropped)
+                    if ended or len(output[fd]) >= self.cap:
                         watched.remove(fd)  # closed by the run: no busy loop on end of file
+                    if not ended and len(output[fd]) >= self.cap:
+                        capped.append(fd)  # from now on thrown away on a timer
+                        with contextlib.suppress(OSError):
+                            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, DISCARD_PIPE_BYTES)
                 elif fd == self.status_r:
                     status = self._read_status(nonce)
                 elif fd == self.listener:
@@ -243,6 +257,7 @@ class Monitor:
                 else:  # the spawner reports exits: one wake-up, not one per pidfd and status
                     self.spawner.receive()
                     self.alive = self.number not in self.spawner.statuses
+            capped = [fd for fd in capped if not self._discard(fd, dropped)]
         return status, False
 
     def _take_exit_notice(self) -> None:
@@ -282,18 +297,31 @@ class Monitor:
         return self.max_rss_kb * 1024 >= RSS_ESTIMATE_SHARE * (self.memory_mb << 20)
 
     def _drain(self, fd: int, kept: bytearray, dropped: dict[int, int]) -> bool:
-        """Read what ``fd`` holds into ``kept`` (up to the cap); True at end of file."""
-        while True:
+        """Read what ``fd`` holds into ``kept`` up to the cap, throw the rest away; True at
+        end of file."""
+        while len(kept) < self.cap:
             try:
-                chunk = os.read(fd, READ_CHUNK)
+                chunk = os.read(fd, min(READ_CHUNK, self.cap - len(kept)))
             except BlockingIOError:
                 return False
             if not chunk:
                 return True
-            room = self.cap - len(kept)
-            if room > 0:
-                kept += chunk[:room]
-            dropped[fd] += max(0, len(chunk) - max(room, 0))
+            kept += chunk
+        return self._discard(fd, dropped)
+
+    def _discard(self, fd: int, dropped: dict[int, int]) -> bool:
+        """Move what ``fd`` holds to ``/dev/null`` inside the kernel (no copy, no parsing),
+        counting it in ``dropped``; True at end of file."""
+        if self.devnull is None:
+            self.devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        while True:
+            try:
+                moved = os.splice(fd, self.devnull, DISCARD_PIPE_BYTES, flags=os.SPLICE_F_NONBLOCK)
+            except BlockingIOError:
+                return False
+            if not moved:
+                return True
+            dropped[fd] += moved
 
     def _read_status(self, nonce: str) -> dict | None:
         """The runner's status of the current cell; messages of other cells are dropped and
@@ -392,15 +420,8 @@ class Monitor:
             self.spawner.forget(self.number)
         else:
             self.stop()
-        listener = [self.listener] if self.listener is not None else []
-        for fd in (
-            self.out_r,
-            self.err_r,
-            self.status_r,
-            self.pidfd,
-            *listener,
-            *self.namespace_fds,
-        ):
+        kept = [fd for fd in (self.listener, self.devnull) if fd is not None]
+        for fd in (self.out_r, self.err_r, self.status_r, self.pidfd, *kept, *self.namespace_fds):
             os.close(fd)
 
 

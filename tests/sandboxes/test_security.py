@@ -261,6 +261,37 @@ def test_closed_pipes_cost_the_worker_no_cpu(sandbox: LocalSandbox) -> None:
         assert "restarted" in repl.run("print(1)").stderr
 
 
+OUTPUT_FLOOD = (
+    "import os, resource, time\n"
+    "children = []\n"
+    "while len(children) < 8 and (pid := os.fork()):\n"
+    "    children.append(pid)\n"
+    "if len(children) < 8:  # a writer\n"
+    "    end, line = time.monotonic() + 2.0, b'x' * 4095 + b'\\n'\n"
+    "    while time.monotonic() < end:\n"
+    "        os.write(1, line)\n"
+    "    os._exit(0)\n"
+    "for pid in children:\n"
+    "    os.waitpid(pid, 0)\n"
+    "used = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "os.write(2, str(used.ru_utime + used.ru_stime).encode())\n"
+)
+
+
+def test_an_output_flood_is_paid_by_the_run(sandbox: LocalSandbox) -> None:
+    """Eight processes writing to stdout for 2 s: past the cap the worker throws output
+    away on a timer without reading it (the writers wait for room meanwhile), so the flood
+    costs it a few hundredths of a second of CPU (reading every byte cost about as much
+    as the writers spent)."""
+    sandbox.warm()
+    before = sum(_cpu_seconds(pid) for pid in sandbox.worker_pids())
+    result = sandbox.run(OUTPUT_FLOOD, timeout=20)
+    worker = sum(_cpu_seconds(pid) for pid in sandbox.worker_pids()) - before
+    assert result.ok and result.truncated, result
+    assert len(result.stdout) == sandbox.limits.max_output_bytes
+    assert worker < 0.15, (worker, result.stderr)  # it was 0.3 s, as much as the writers
+
+
 def test_work_dir_is_private_and_removed(any_sandbox: LocalSandbox) -> None:
     result = any_sandbox.run(
         "import os\nopen('data.bin', 'wb').write(b'1' * 1000)\nprint(os.getcwd())"
