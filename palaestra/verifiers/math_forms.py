@@ -14,6 +14,7 @@ Each rewrite keeps the meaning and changes only the form, so a wrong value stays
 - a definition (``f(t)=2t+1``, ``m_{\max} = n^2-1``) as the expression it defines, its
   argument renamed to the gold's (``f(t)=2t+1`` equals ``f(x)=2x+1``, not ``2t+1``
   against ``f(x)=2x+1``);
+- an angle in degrees (``30^\circ``) against one in radians (``\frac{\pi}{6}``);
 - a general solution's integer parameter (``\frac{\pi}{6}+n\pi``) renamed to the gold's
   (``k``).
 
@@ -249,6 +250,23 @@ def _parameter_readings(answer: str, gold: str) -> Iterator[tuple[str, str]]:
         yield _symbol(ours[0]).sub(theirs[0], answer), gold
 
 
+_DEGREES = re.compile(r"^(?P<deg>\d+(?:\.\d+)?)\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\\degree)$")
+
+
+def _in_radians(text: str) -> str | None:
+    r"""An angle in degrees (``30^\circ``) in radians, else None."""
+    match = _DEGREES.match(text.strip())
+    return None if match is None else f"\\frac{{{match.group('deg')}\\pi}}{{180}}"
+
+
+def _angle_readings(answer: str, gold: str) -> Iterator[tuple[str, str]]:
+    r"""An angle in degrees against one in radians (the other side has ``\pi``)."""
+    if "\\pi" in gold and (radians := _in_radians(answer)):
+        yield radians, gold
+    if "\\pi" in answer and (radians := _in_radians(gold)):
+        yield answer, radians
+
+
 def other_readings(answer: str, gold: str) -> list[tuple[str, str]]:
     r"""Rewritten (answer, gold) pairs to compare when the plain reading fails, each
     different from the input; empty when no form applies.
@@ -262,5 +280,6 @@ def other_readings(answer: str, gold: str) -> list[tuple[str, str]]:
     readings = [pair]
     for rewrite in (_component_readings, _definition_readings, _parameter_readings):
         readings += rewrite(*pair)
+    readings += [angle for reading in readings for angle in _angle_readings(*reading)]
     unique = dict.fromkeys(r for r in readings if r != (answer.strip(), gold.strip()))
     return list(unique)

@@ -196,7 +196,7 @@ def _equal_in_other_forms(answer: str, gold: str, ordered_lists: bool) -> bool:
 
 _SET_BUILDER = re.compile(
     r"^(?:\\[Bb]igg?)?\\\{\s*(?P<var>[A-Za-z])\s*(?:\\mid|\||:|\\colon)"
-    r"\s*(?P<condition>[^{}]*(?:\{[^{}]*\}[^{}]*)*?)\s*(?:\\[Bb]igg?)?\\\}"
+    r"\s*(?P<condition>[^{}]*?(?:\{[^{}]*\}[^{}]*?)*?)\s*(?:\\[Bb]igg?)?\\\}"
     r"(?:\s*(?:-|\\setminus|\\backslash)\s*(?P<minus>\\\{[^{}]*\\\}))?$"
 )
 

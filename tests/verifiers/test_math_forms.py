@@ -64,7 +64,9 @@ SETS_AND_INTERVALS: list[Case] = [
         r"x=\frac{1}{6}\pi+\pi k, \frac{1}{3}\pi+\pi k",
         1.0,
     ),
+    (r"\boxed{(2, 3)}", r"$\Big\{x | 2 < x < 3\Big\}$", 1.0),
     (r"\boxed{[-1, 1)}", r"\{x \mid -1 < x < 1\}", 0.0),
+    (r"\boxed{(2, 4)}", r"$\Big\{x | 2 < x < 3\Big\}$", 0.0),
     (r"\boxed{(-\infty, \frac{3}{2})}", r"\{x | x < \frac{3}{2}\} - \{-6\}", 0.0),
     (r"\boxed{x<3 \text{ or } x>6}", r"(-\infty,3)\cup(5,\infty)", 0.0),
     (r"\boxed{x<3 \text{ and } x>5}", r"(-\infty,3)\cup(5,\infty)", 0.0),
@@ -93,6 +95,8 @@ NUMBER_FORMS: list[Case] = [
     ("15th Day", "15", 1.0),
     (r"\boxed{60^\circ 42'}", "60.7", 1.0),
     (r"\boxed{50\%}", "0.5", 1.0),
+    (r"\boxed{30^\circ}", r"\frac{\pi}{6}", 1.0),  # degrees for radians
+    (r"\boxed{C = \frac{2\pi}{3}}", r"120^\circ", 1.0),
     # a decimal gold of three or more significant digits is a rounded value
     (r"\boxed{\frac{600}{7}}", "85.71", 1.0),
     ("21 \\frac{13}{14}", "21.93", 1.0),
@@ -104,6 +108,8 @@ NUMBER_FORMS: list[Case] = [
     (r"\boxed{13^{\mathrm{th}}}", "12", 0.0),
     (r"\boxed{60^\circ 42'}", "60.42", 0.0),
     (r"\boxed{40\%}", "0.5", 0.0),
+    (r"\boxed{60^\circ}", r"\frac{\pi}{6}", 0.0),
+    (r"\boxed{30}", r"\frac{\pi}{6}", 0.0),  # no degree sign: not an angle
     (r"\boxed{\frac{600}{7}}", "85.72", 0.0),
     (r"\boxed{86}", "85.71", 0.0),  # an integer is not a rounding of 85.71
     (r"\boxed{85.7}", "85.71", 0.0),  # nor a coarser decimal
