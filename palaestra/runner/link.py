@@ -167,7 +167,7 @@ class Link(asyncio.Protocol):
                     self._frame_received(event)
                 else:
                     self._handshake_done(event)
-        except (ValueError, TypeError, AttributeError) as exc:  # not JSON, or not answers
+        except (ValueError, TypeError, AttributeError, RecursionError) as exc:  # not answers
             self._fail(f"sent a malformed frame: {exc!r}")
             return
         self._flush()  # pongs, and the reply to a closing handshake

@@ -44,6 +44,10 @@ BATCH_ANSWERS = 64
 observations reach :data:`FRAME_BYTES` characters (encoding them one by one costs more;
 bytes are counted against the unread limit as each batch is encoded)."""
 
+REQUESTS_PER_TURN = 512
+"""Requests of one connection dispatched in one turn of the event loop; the rest of a
+larger frame waits for later turns (its socket unread meanwhile)."""
+
 CLOSE_TIMEOUT_S = 2.0
 """How long a closing handshake may take before the socket is dropped."""
 
@@ -79,6 +83,9 @@ class Connection:
         self._closer: asyncio.Future[None] | None = None
         self._batch: list[dict[str, Any]] | None = None
         self._batch_chars = 0
+        self._inbox: deque[Any] = deque()
+        """Requests read and not dispatched yet (a frame is dispatched over several turns)."""
+        self._draining = False
 
     def is_idle(self) -> bool:
         """Whether the client has no session and nothing in flight here (forgets the
@@ -144,20 +151,36 @@ class Connection:
             return
         try:
             requests = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting past the parser's depth
             requests = None
         if not isinstance(requests, list):
             self._refuse(None, "a frame is a JSON list of requests")
             return
+        self._inbox.extend(requests)
+        if not self._draining:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Dispatch up to :data:`REQUESTS_PER_TURN` requests of the frames read; past that,
+        stop reading the socket and go on in a later turn of the loop, so one client's huge
+        frame never holds the other clients' requests for long."""
+        inbox = self._inbox
         self._batch = []  # answers given now are encoded together, a few dozen at a time
         try:
-            for raw in requests:
+            for _ in range(min(len(inbox), REQUESTS_PER_TURN)):
                 if self.closing is not None:
-                    return
-                self._dispatch(raw)
+                    inbox.clear()
+                    break
+                self._dispatch(inbox.popleft())
         finally:
             self._flush_batch()
             self._batch = None
+        self._draining = bool(inbox)
+        if inbox:
+            self.socket.pause_reading()
+            self._loop.call_soon(self._drain)
+        else:
+            self.socket.resume_reading()
 
     def _dispatch(self, raw: Any) -> None:
         request = self._checked(raw)

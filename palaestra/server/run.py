@@ -14,7 +14,7 @@ from palaestra.server.access import KwargsAllowList, check_token
 from palaestra.server.sessions import ServerLimits, SessionTable
 from palaestra.server.stepping import Stepping
 
-MAX_FRAME_BYTES = 64 << 20
+MAX_FRAME_BYTES = 16 << 20
 """Frames past this size (or past what the action limit needs) close the connection.
 Clients cut frames at about 1 MiB and refuse an action past the server's limit themselves
 (the handshake announces it), so only a client that ignores both gets here."""

@@ -50,6 +50,19 @@ class DirectSocket:
         """Bytes written that the client has not taken yet (beyond the kernel's buffers)."""
         return self._protocol.transport.get_write_buffer_size()
 
+    def pause_reading(self) -> None:
+        """Stop reading frames until :meth:`resume_reading` (or uvicorn's closing handshake)."""
+        protocol = self._protocol
+        if not protocol.read_paused and not protocol.transport.is_closing():
+            protocol.read_paused = True
+            protocol.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        protocol = self._protocol
+        if protocol.read_paused and not protocol.transport.is_closing():
+            protocol.read_paused = False
+            protocol.transport.resume_reading()
+
     def abort(self) -> None:
         """Drop the socket at once, without a closing handshake."""
         self._protocol.transport.abort()

@@ -55,6 +55,7 @@ GARBAGE = [
     '[{"id": 16, "op": "step", "session": 0, "play": "cheat"}]',
     '[{"id": 17, "op": "step", "session": 0, "play": "random", "rng_seed": -1}]',
     '[{"id": 18, "op": "step", "session": true, "action": "x"}]',
+    "[" * 100_000,  # nesting past the JSON parser's depth
 ]
 
 
@@ -82,6 +83,7 @@ async def test_malformed_requests_get_an_error_answer_and_cost_no_other_session(
             assert "not str 'cheat'" in errors[12]
             assert "rng_seed" in errors[13]
             assert "session is an integer" in errors[14]
+            assert errors[15] == "a frame is a JSON list of requests"
             big = await _step(ws, 19, 0, "x" * 1001)  # over the limit: refused, nothing else
             assert big["code"] == "too_large" and "1001 bytes exceeds" in big["error"]
             # Both sessions still step, on the same connection.
@@ -221,3 +223,52 @@ async def test_the_client_refuses_an_action_past_the_servers_limit_itself():
         assert (await other.astep("fine"))[0] == "echo: fine"
         assert metric(url, 'palaestra_requests_total{op="step"}') == 1  # never sent
         await host.aclose()
+
+
+class _HeldSocket:
+    """A stand-in for the connection's socket: records frames sent and reading paused."""
+
+    def __init__(self) -> None:
+        self.on_frame = None
+        self.sent: list[str] = []
+        self.paused = False
+
+    def attach(self, on_frame) -> None:
+        self.on_frame = on_frame
+
+    def send(self, text: str) -> None:
+        self.sent.append(text)
+
+    def unsent_bytes(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+
+async def test_a_huge_frame_is_dispatched_over_several_turns_with_reading_paused():
+    from palaestra.server.connection import REQUESTS_PER_TURN, Connection
+    from palaestra.server.sessions import SessionTable
+
+    class Silent:
+        async def receive(self) -> dict:
+            await asyncio.Event().wait()
+
+    socket = _HeldSocket()
+    connection = Connection(Silent(), socket, SessionTable())
+    serving = asyncio.ensure_future(connection.serve())
+    await asyncio.sleep(0)
+    count = 3 * REQUESTS_PER_TURN + 5
+    socket.on_frame(json.dumps([{"id": i, "op": "dance", "session": 0} for i in range(count)]))
+    answered = lambda: sum(len(json.loads(frame)) for frame in socket.sent)  # noqa: E731
+    assert socket.paused and answered() == 0  # the first part is answered at the turn's end
+    turns = 0
+    while socket.paused:
+        await asyncio.sleep(0)
+        turns += 1
+    await asyncio.sleep(0)
+    assert turns >= 3 and answered() == count  # other connections' frames ran in between
+    serving.cancel()
