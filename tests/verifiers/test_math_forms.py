@@ -175,3 +175,13 @@ def test_rewrites_keep_what_they_cannot_read():
     assert definition("x = 2x") is None
     assert other_readings("3", "3") == []
     assert other_readings("x" * 3000, "3") == []
+
+
+def test_a_rounded_answer_against_an_exact_gold_is_an_option():
+    assert verify(r"\boxed{85.71}", r"\frac{600}{7}") == 0.0
+    lenient = MathVerifier(rel_tol=1e-4)  # as Qwen2.5-Math's checker
+    try:
+        assert lenient(r"\boxed{85.71}", r"\frac{600}{7}") == 1.0
+        assert lenient(r"\boxed{85.7}", r"\frac{600}{7}") == 0.0
+    finally:
+        lenient.close()
