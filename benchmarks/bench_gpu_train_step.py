@@ -19,6 +19,18 @@ warm-up step, then one profiled step, written to ``DIR/<trainer>-<episodes>.txt`
 decode's statistics (decode steps, the batch sizes they ran at) and the ops that took the
 most CPU and GPU time, every thread included.
 
+``--census`` also counts, with :class:`palaestra.agents.hf_shapes.AttentionShapeCensus`, the
+generation forwards after the warm-up step that meet an attention shape new to their thread
+(palaestra: the HF engine's generation thread; TRL: ``generate`` on the main thread), and
+times palaestra's decode steps (mean forward) inside the trainer against the same decode
+alone: the requests of one step (the task's prompt, ``episodes`` times) decoded by a
+``RunningDecode`` of their own on a thread of their own, to the last token, timed on a second
+pass. ``--shape-cost-ms`` charges that much per new shape, a CPU stand-in for the host-side
+plan build of cuDNN attention on a GPU (leave it 0 there: the real cost is paid):
+
+    python benchmarks/bench_gpu_train_step.py --census                 # on a GPU
+    python benchmarks/bench_gpu_train_step.py --smoke --census --shape-cost-ms 56 --episodes 64 256
+
 Needs ``pip install -e '.[train,bench]'`` (TRL). On a GPU machine without network, bring the
 wheels of what its image lacks, downloaded where there is network for its Python (a CUDA
 PyTorch image usually has torch, transformers, accelerate, pandas and pyarrow, but not
@@ -37,11 +49,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
 import torch
 from bench_train_step_vs_trl import ENV_ID, ENV_KWARGS, GENERATIONS, TRLRun
+
+import palaestra
+from palaestra.agents.hf_shapes import AttentionShapeCensus
 
 LR = 1e-6
 SHAPES = {
@@ -61,6 +77,7 @@ SHAPES = {
     },
 }
 TRAINERS = ("palaestra", "palaestra-no-checkpointing", "trl")
+DECODE_THREAD = "palaestra-hf-generate"
 
 
 def build_model(directory: Path, shape: str) -> int:
@@ -121,14 +138,81 @@ def palaestra_run(run: dict[str, Any]) -> dict[str, float]:
             return _profiled_step(
                 trainer, Path(run["profile"]) / f"{run['trainer']}-{episodes}.txt"
             )
+        if run.get("census"):
+            return _census_steps(trainer, run)
         _reset_peak_memory()
         history = trainer.train()[1:]  # the first step warms up
+    return _medians(history)
+
+
+def _medians(history: list[dict[str, float]]) -> dict[str, float]:
     return {
         "rollout_s": statistics.median(r["rollout_time"] for r in history),
         "update_s": statistics.median(r["update_time"] for r in history),
         "tokens_per_s": statistics.median(r["rollout_tokens_per_s"] for r in history),
         "peak_gb": _peak_memory_gb(),
     }
+
+
+def _census_steps(trainer: Any, run: dict[str, Any]) -> dict[str, float]:
+    """The timed steps under the shape census, then the same decode alone (see --census)."""
+    agent = trainer.engine.agent
+    census = AttentionShapeCensus(new_shape_cost_s=run["shape_cost_ms"] / 1000)
+    with census.watch(agent.model):
+        trainer.train(until=1)
+        census.clear_forwards()
+        _reset_peak_memory()
+        history = trainer.train()[1:]
+        inside = census.recorded(DECODE_THREAD, decode_only=True)
+        new_share = census.new_share(DECODE_THREAD)
+        alone = _decode_alone(agent, run, census)
+    inside_ms = 1000 * statistics.fmean(f.seconds for f in inside)
+    alone_ms = 1000 * statistics.fmean(f.seconds for f in alone)
+    return {
+        **_medians(history),
+        "new_shapes": new_share,
+        "step_ms": inside_ms,
+        "alone_ms": alone_ms,
+        "inside_over_alone": inside_ms / alone_ms,
+    }
+
+
+def _decode_alone(agent: Any, run: dict[str, Any], census: AttentionShapeCensus) -> list[Any]:
+    """The decode forwards of ``run["episodes"]`` copies of the task's prompt decoded to
+    ``max_new_tokens`` by a RunningDecode of their own on a thread of their own, second pass."""
+    from palaestra.agents.hf_decode import DecodeRequest, RunningDecode
+
+    env = palaestra.make(ENV_ID, **ENV_KWARGS)
+    task, _ = env.reset(seed=0)
+    messages = [{"role": "system", "content": env.system_prompt}, {"role": "user", "content": task}]
+    prompt = agent.tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+
+    def two_passes() -> None:
+        for _ in range(2):
+            census.clear_forwards()
+            decode = RunningDecode(
+                agent.model,
+                agent.tokenizer,
+                sampling=agent.sampling,
+                stop_token_ids=[-1],  # none: every row runs to the last token
+                device=agent.device,
+            )
+            decode.admit(
+                [
+                    DecodeRequest(list(prompt), i, run["max_new_tokens"])
+                    for i in range(run["episodes"])
+                ]
+            )
+            while decode.rows:
+                decode.step()
+                decode.pop_finished()
+
+    thread = threading.Thread(target=two_passes, name="decode-alone")
+    thread.start()
+    thread.join()
+    return census.recorded("decode-alone", decode_only=True)
 
 
 def _profiled_step(trainer: Any, report: Path) -> dict[str, float]:
@@ -172,8 +256,9 @@ def trl_run(run: dict[str, Any]) -> dict[str, float]:
     """Train ``run["steps"] + 1`` steps with TRL's GRPOTrainer; per-step medians."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    model = AutoModelForCausalLM.from_pretrained(run["model"], dtype=getattr(torch, run["dtype"]))
     trl = TRLRun(
-        AutoModelForCausalLM.from_pretrained(run["model"], dtype=getattr(torch, run["dtype"])),
+        model,
         AutoTokenizer.from_pretrained(run["model"]),
         Path(run["out"]),
         prompts=run["episodes"] // GENERATIONS,
@@ -183,14 +268,30 @@ def trl_run(run: dict[str, Any]) -> dict[str, float]:
         bf16=torch.cuda.is_available() and run["dtype"] == "bfloat16",
     )
     _reset_peak_memory()
-    trl.train()
+    census = AttentionShapeCensus(new_shape_cost_s=run.get("shape_cost_ms", 0.0) / 1000)
+    if run.get("census"):
+        with census.watch(model):
+            trl.train()
+    else:
+        trl.train()
     rollout = trl.median_rollout()
-    return {
+    result = {
         "rollout_s": rollout,
         "update_s": trl.median_step() - rollout,
         "tokens_per_s": statistics.median(tokens / seconds for seconds, tokens in trl.rollouts[1:]),
         "peak_gb": _peak_memory_gb(),
     }
+    if run.get("census"):
+        result["new_shapes"] = _new_after_first_generate(census.recorded("MainThread"))
+    return result
+
+
+def _new_after_first_generate(forwards: list[Any]) -> float:
+    """The share of ``generate``'s forwards after its first call (each call starts with the
+    prefill, the one forward of more than one query position) that met a new shape."""
+    prefills = [i for i, forward in enumerate(forwards) if forward.query_length > 1]
+    later = forwards[prefills[1] :] if len(prefills) > 1 else []
+    return sum(f.new_shape for f in later) / len(later) if later else float("nan")
 
 
 def _reset_peak_memory() -> None:
@@ -213,16 +314,27 @@ def run_in_child(run: dict[str, Any]) -> dict[str, float]:
 
 
 def table(results: dict[tuple[str, int], dict[str, float]]) -> str:
-    """The results as a markdown table (no peak memory on a CPU)."""
+    """The results as a markdown table (no peak memory on a CPU); with ``--census``, the
+    share of generation forwards meeting a new shape and the decode step inside the trainer
+    against alone."""
+    census = any("new_shapes" in r for r in results.values())
+    extra = " new shapes | decode step ms | alone ms | ratio |" if census else ""
     lines = [
-        "| trainer | episodes | rollout s | update s | peak GPU memory GB | rollout tokens/s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| trainer | episodes | rollout s | update s | peak GPU memory GB | rollout tokens/s |"
+        + extra,
+        "| --- | ---: | ---: | ---: | ---: | ---: |" + " ---: |" * (4 if census else 0),
     ]
     for (trainer, episodes), r in results.items():
-        lines.append(
+        line = (
             f"| {trainer} | {episodes} | {r['rollout_s']:.2f} | {r['update_s']:.2f} "
             f"| {_gb(r['peak_gb'])} | {r['tokens_per_s']:,.0f} |"
         )
+        if census:
+            line += f" {r['new_shapes']:.1%} |" + "".join(
+                f" {r[key]:.2f} |" if key in r else " - |"
+                for key in ("step_ms", "alone_ms", "inside_over_alone")
+            )
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -237,6 +349,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="timed steps after one warm-up (default 3)")
     parser.add_argument("--trainers", nargs="+", choices=TRAINERS, default=list(TRAINERS))
     parser.add_argument("--profile", help="profile palaestra's rows into this directory")
+    parser.add_argument(
+        "--census", action="store_true", help="count new attention shapes; decode step vs alone"
+    )
+    parser.add_argument(
+        "--shape-cost-ms", type=float, default=0.0, help="with --census: cost per new shape"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -250,6 +368,8 @@ def main() -> None:
         "max_new_tokens": 16 if args.smoke else 128,
         "dtype": "bfloat16" if torch.cuda.is_available() else "float32",
         "profile": str(Path(args.profile).resolve()) if args.profile else None,
+        "census": args.census,
+        "shape_cost_ms": args.shape_cost_ms,
     }
     if args.profile and "trl" in args.trainers:
         parser.error("--profile profiles palaestra's rows: leave trl out of --trainers")
