@@ -106,3 +106,19 @@ def test_check_env_passes(box: LocalSandbox) -> None:
     from gymnasium.utils.env_checker import check_env
 
     check_env(palaestra.make("code:Dataset-v0", sandbox=box), skip_render_check=True)
+
+
+def test_the_python_variant_runs_tools_while_solving_then_grades_the_program() -> None:
+    env = palaestra.make("code:Dataset-Python-v0")
+    assert [tool["function"]["name"] for tool in env.tools] == ["python"]
+    env.reset(options={"index": 0})
+    call = json.dumps({"name": "python", "arguments": {"code": "x = 40\nprint(x + 2)"}})
+    obs, reward, terminated, _, info = env.step(f"<tool_call>{call}</tool_call>")
+    assert "42" in obs and info["role"] == "tool" and not terminated and reward == 0.0
+    again = json.dumps({"name": "python", "arguments": {"code": "print(x)"}})
+    assert "40" in env.step(f"<tool_call>{again}</tool_call>")[0]  # one REPL per episode
+    _, reward, terminated, _, info = env.step(block("def add(a, b):\n    return a + b"))
+    assert terminated and reward == 1.0 and info["success"]
+    env.reset(options={"index": 0})
+    assert env.step(block("def add(a, b):\n    return a - b"))[1] == 0.0
+    env.close()
