@@ -3,9 +3,10 @@
 ``POST /retrieve {"queries": [...], "topk": k, "return_scores": true}`` answers
 ``{"result": [[{"document": {"id": ..., "contents": "\\"Title\\"\\ntext"}, "score": s}, ...], ...]}``
 (without scores, each row is the list of documents), so Search-R1's and GEM's training code
-can use it and palaestra's envs can use theirs. As in Search-R1's server, ``topk`` null or
-0 means the server's default (``topk=``), and every query gets ``topk`` documents when the
-corpus has them.
+can use it and palaestra's envs can use theirs. As in Search-R1's server, the request is
+validated by pydantic in lax mode (``"topk": "3"`` is 3), ``topk`` null or 0 means the
+server's default (``topk=``), and every query gets ``topk`` documents when the corpus has
+them.
 
 What one request may ask is bounded (:class:`RetrieverLimits`): queries per request (4096
 by default: Search-R1 sends every search of a training step in one request, up to 2560 in
@@ -24,6 +25,8 @@ import ipaddress
 import json
 from dataclasses import dataclass
 from typing import Any
+
+import pydantic
 
 from palaestra.server.retriever_http import BodyTooLarge, deadline_protocol, read_body
 from palaestra.tools.search.base import Doc, Retriever
@@ -73,6 +76,22 @@ class RetrieveRequest:
     return_scores: bool
 
 
+class _SearchR1Query(pydantic.BaseModel):
+    """Search-R1's ``QueryRequest``, validated as its server validates it (pydantic's lax
+    mode: ``"3"`` and ``3.0`` are a ``topk`` of 3, ``"yes"`` is true)."""
+
+    queries: list[str]
+    topk: int | None = None
+    return_scores: bool = False
+
+
+_FIELD_ERRORS = {
+    "queries": "'queries' must be a list of strings",
+    "topk": "'topk' must be a positive integer, or null or 0 for the default",
+    "return_scores": "'return_scores' must be true or false",
+}
+
+
 def parse_request(body: bytes, limits: RetrieverLimits, default_topk: int) -> RetrieveRequest:
     """The request in ``body`` (Search-R1's JSON), or a :class:`RequestError` that says
     which field is wrong."""
@@ -82,28 +101,25 @@ def parse_request(body: bytes, limits: RetrieverLimits, default_topk: int) -> Re
         raise RequestError("the body is not JSON") from None
     if not isinstance(payload, dict):
         raise RequestError('the body must be a JSON object {"queries": [...], "topk": k}')
-    queries = payload.get("queries")
-    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-        raise RequestError("'queries' must be a list of strings")
+    try:
+        query = _SearchR1Query.model_validate(payload)
+    except pydantic.ValidationError as exc:
+        field = str(exc.errors()[0]["loc"][0])
+        raise RequestError(_FIELD_ERRORS.get(field, f"{field!r} is not valid")) from None
+    queries, topk = query.queries, query.topk or default_topk
     if len(queries) > limits.max_queries:
         raise RequestError(
             f"{len(queries)} queries in one request; this server takes at most "
             f"{limits.max_queries} (--max-queries)"
         )
-    topk = payload.get("topk")
-    if topk is None or (topk == 0 and not isinstance(topk, bool)):
-        topk = default_topk
-    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 0:
-        raise RequestError("'topk' must be a positive integer, or null or 0 for the default")
+    if topk < 0:
+        raise RequestError(_FIELD_ERRORS["topk"])
     if len(queries) * topk > limits.max_documents:
         raise RequestError(
             f"{len(queries)} queries x topk {topk} asks for more than this server's "
             f"{limits.max_documents} documents per request (--max-documents)"
         )
-    return_scores = payload.get("return_scores", False)
-    if not isinstance(return_scores, bool):
-        raise RequestError("'return_scores' must be true or false")
-    return RetrieveRequest(queries, topk, return_scores)
+    return RetrieveRequest(queries, topk, query.return_scores)
 
 
 def _row(docs: list[Doc], with_scores: bool) -> list[dict[str, Any]]:

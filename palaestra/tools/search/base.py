@@ -36,11 +36,16 @@ class Doc:
 
     @classmethod
     def from_contents(cls, id: str, contents: str, score: float = 0.0) -> Doc:
-        """Inverse of :attr:`contents`; contents without a title line give an empty title."""
-        first, newline, rest = contents.partition("\n")
-        if newline and len(first) >= 2 and first.startswith('"') and first.endswith('"'):
-            return cls(id, first[1:-1], rest, score)
-        return cls(id, "", contents, score)
+        """Inverse of :attr:`contents`. As Search-R1 reads a document, the first line is the
+        title (its quotes dropped, if it has them) and the rest the text.
+
+        >>> Doc.from_contents("7", "Ada Lovelace\\nAda was a mathematician.").title
+        'Ada Lovelace'
+        """
+        first, _, rest = contents.partition("\n")
+        if len(first) >= 2 and first.startswith('"') and first.endswith('"'):
+            first = first[1:-1]
+        return cls(id, first, rest, score)
 
 
 def clean_query(query: str) -> str:

@@ -40,7 +40,9 @@ HOSTILE_QUERIES = [
 def test_doc_contents_round_trip():
     doc = Doc("7", 'Title with "quotes"', "line one\nline two")
     assert Doc.from_contents("7", doc.contents) == doc
-    assert Doc.from_contents("8", "no title line") == Doc("8", "", "no title line")
+    # Search-R1 takes the first line as the title, quoted or not.
+    assert Doc.from_contents("8", "Plain title\ntext") == Doc("8", "Plain title", "text")
+    assert Doc.from_contents("9", "one line only") == Doc("9", "one line only", "")
 
 
 def test_bm25_ranks_the_matching_document_first(tmp_path):

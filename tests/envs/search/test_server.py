@@ -52,6 +52,15 @@ def test_topk_null_or_zero_is_the_default(bm25, topk):
         assert len(httpx.post(live.url, json={"queries": ["x"]}).json()["result"][0]) == 5
 
 
+@pytest.mark.parametrize(("topk", "scores"), [("3", "yes"), (3.0, 1), (" 3 ", "true")])
+def test_fields_are_coerced_as_search_r1s_server_does(server_url, topk, scores):
+    body = {"queries": ["Lantern of Orinaes"], "topk": topk, "return_scores": scores}
+    response = httpx.post(server_url, json=body)
+    assert response.status_code == 200
+    (row,) = response.json()["result"]
+    assert len(row) == 3 and all("score" in item for item in row)
+
+
 def test_every_query_gets_topk_documents(server_url):
     queries = ["", "the of a", "zzzz qqqq", "\x00", "Lantern"]
     rows = httpx.post(server_url, json={"queries": queries, "topk": 4}).json()["result"]
@@ -64,9 +73,10 @@ def test_every_query_gets_topk_documents(server_url):
         ({"queries": "x"}, "'queries'"),
         ({"queries": [1, 2]}, "'queries'"),
         ({"queries": ["x"], "topk": -1}, "'topk'"),
-        ({"queries": ["x"], "topk": "3"}, "'topk'"),
-        ({"queries": ["x"], "topk": True}, "'topk'"),
-        ({"queries": ["x"], "return_scores": "yes"}, "'return_scores'"),
+        ({"queries": ["x"], "topk": "three"}, "'topk'"),
+        ({"queries": ["x"], "topk": 2.5}, "'topk'"),
+        ({"queries": ["x"], "return_scores": "maybe"}, "'return_scores'"),
+        ({"queries": ["x", 3]}, "'queries'"),
         (["x"], "JSON object"),
     ],
 )
