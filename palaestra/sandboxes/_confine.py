@@ -392,6 +392,8 @@ _NAMESPACE_FLAGS = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | C
 _NAMESPACE_FLAGS |= CLONE_NEWNET | CLONE_NEWCGROUP
 _RET_ALLOW, _RET_KILL, _RET_ERRNO, _RET_USER_NOTIF = 0x7FFF0000, 0x80000000, 0x00050000, 0x7FC00000
 _LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_Instruction = tuple[int, str | int, str | int, int]
+"""(code, jump if true, jump if false, k); a jump is a label's name or a relative offset."""
 
 
 def seccomp_supported() -> bool:
@@ -430,10 +432,12 @@ def seccomp_filter(
     checked |= {_SYS_FADVISE64: "fadvise", _SYS_MADVISE: "madvise"}
     if host_pids:
         checked |= {number: "pid0" for number in OWN_PROCESS_SYSCALLS.values()}
-        checked |= {n: "process" if which == 0 else "ioprio" for n, which in _PRIORITY_SYSCALLS.items()}  # fmt: skip
+        checked |= {
+            n: ("ioprio" if which else "process") for n, which in _PRIORITY_SYSCALLS.items()
+        }
     if exit_notices:
         checked[_SYS_EXIT_GROUP] = "notify"
-    program: list[tuple[int, str | int, str | int, int]] = [
+    program: list[_Instruction] = [
         (_LD_ABS, 0, 0, 4),
         (_JEQ, 1, 0, _AUDIT_ARCH_X86_64),
         (_RET, 0, 0, _RET_KILL),
@@ -446,14 +450,18 @@ def seccomp_filter(
     return _assemble(program, _argument_checks(unix_sockets))
 
 
-def _argument_checks(unix_sockets: bool) -> dict[str, list[tuple[int, str | int, str | int, int]]]:
+def _argument_checks(unix_sockets: bool) -> dict[str, list[_Instruction]]:
     """The labelled blocks of :func:`seccomp_filter` that look at a call's arguments
     (``seccomp_data.args[i]`` is at offset 16 + 8 i; its low word is what an ``int``
-    argument is)."""
-    allow, deny, pretend = (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, _RET_ERRNO | errno.EPERM), (_RET, 0, 0, _RET_ERRNO)  # fmt: skip
+    argument is) and the returns they jump to."""
 
-    def caller_only(which: int) -> list[tuple[int, str | int, str | int, int]]:
-        return [(_LD_ABS, 0, 0, 16), (_JEQ, 0, "deny", which), (_LD_ABS, 0, 0, 24), (_JEQ, "allow", "deny", 0)]  # fmt: skip
+    def caller_only(which: int) -> list[_Instruction]:  # (which, who) == (which, 0)
+        return [
+            (_LD_ABS, 0, 0, 16),
+            (_JEQ, 0, "deny", which),
+            (_LD_ABS, 0, 0, 24),
+            (_JEQ, "allow", "deny", 0),
+        ]
 
     return {
         "socket": [(_LD_ABS, 0, 0, 16), (_JEQ, "allow", "deny", 1 if unix_sockets else 0xFFFF)],
@@ -469,16 +477,13 @@ def _argument_checks(unix_sockets: bool) -> dict[str, list[tuple[int, str | int,
         "ioprio": caller_only(1),
         "nosys": [(_RET, 0, 0, _RET_ERRNO | errno.ENOSYS)],
         "notify": [(_RET, 0, 0, _RET_USER_NOTIF)],
-        "pretend": [pretend],  # errno 0: the call returns 0 without running
-        "allow": [allow],
-        "deny": [deny],
+        "pretend": [(_RET, 0, 0, _RET_ERRNO)],  # errno 0: the call returns 0 without running
+        "allow": [(_RET, 0, 0, _RET_ALLOW)],
+        "deny": [(_RET, 0, 0, _RET_ERRNO | errno.EPERM)],
     }
 
 
-def _assemble(
-    program: list[tuple[int, str | int, str | int, int]],
-    blocks: dict[str, list[tuple[int, str | int, str | int, int]]],
-) -> bytes:
+def _assemble(program: list[_Instruction], blocks: dict[str, list[_Instruction]]) -> bytes:
     """Append the labelled ``blocks``, resolve labels to relative jumps, encode."""
     labels: dict[str, int] = {}
     for label, block in blocks.items():
