@@ -184,6 +184,8 @@ def _equal_in_other_forms(answer: str, gold: str, ordered_lists: bool) -> bool:
     if not answer or not gold or max(len(answer), len(gold)) > MAX_REWRITTEN_CHARS:
         return False
     for index, (ours, theirs) in enumerate([(answer, gold), *other_readings(answer, gold)]):
+        if index == 0 and not (_CONDITION.search(answer + gold) or "." in gold):
+            continue  # as written, only a condition or a rounded gold can still match
         pred_parsed, gold_parsed = _parse(_as_latex(ours)), _parse_gold(theirs)
         if index and _equal(pred_parsed, ours, gold_parsed, ordered_lists):
             return True
@@ -194,6 +196,7 @@ def _equal_in_other_forms(answer: str, gold: str, ordered_lists: bool) -> bool:
     return False
 
 
+_CONDITION = re.compile(r"[<>|]|\\(?:[lg]eq?|neq?|[lg]eqslant|mid)\b|\bor\b")
 _SET_BUILDER = re.compile(
     r"^(?:\\[Bb]igg?)?\\\{\s*(?P<var>[A-Za-z])\s*(?:\\mid|\||:|\\colon)"
     r"\s*(?P<condition>[^{}]*?(?:\{[^{}]*\}[^{}]*?)*?)\s*(?:\\[Bb]igg?)?\\\}"
