@@ -39,7 +39,7 @@ import pydantic
 from palaestra.agents.spec import make_agent
 from palaestra.core.env import Policy, ResetResult, StepResult
 from palaestra.core.messages import without_reasoning
-from palaestra.core.tool_calls import ToolCall
+from palaestra.core.tool_calls import ParsedToolCalls, ToolCall
 from palaestra.envs.base import EPISODE_OVER, TurnBasedEnv, difficulty_preset
 from palaestra.envs.tool_env import ToolEnv
 from palaestra.envs.tools.backend import Backend, ToolTask, chunks, replay, state_diff
@@ -75,6 +75,8 @@ CONVERSATION_SLACK = 3
 """Values of a fact's kind the whole conversation may state beside the facts and the user's own
 values (a message may state two: :data:`~palaestra.envs.tools.facts.DEFAULT_SLACK`; one more
 for a detail of the records in a plan); a refusal names one reason in all."""
+MAX_TOOL_ERRORS = 10
+"""Failed tool calls an episode may make (tau2-bench's ``max_errors``); one more ends it."""
 MAX_MESSAGE_CHARS = 2000
 """The part of a message to the user that counts (a policy must not list every possible fact)."""
 EPISODE_DATABASE = 1
@@ -430,14 +432,24 @@ class ToolUseEnv(TurnBasedEnv):
         if not (reply.stop or self.turns_left() <= 0):
             return self.proceed(reply.text)
         success = progress.satisfied
+        return self.finish(reply.text, float(success), success, **self._final_metrics(progress))
+
+    def _final_metrics(self, progress: Progress) -> dict[str, float]:
+        return {
+            "database_match": float(progress.database_done),
+            "reported": float(progress.reported),
+            "rules_followed": float(progress.rules_followed),
+            "level": float(self.task.level),
+        }
+
+    def end_for_errors(self, errors: int, limit: int) -> StepResult:
+        """End the episode with reward 0: ``errors`` tool calls failed, more than ``limit``."""
         return self.finish(
-            reply.text,
-            float(success),
-            success,
-            database_match=float(progress.database_done),
-            reported=float(progress.reported),
-            rules_followed=float(progress.rules_followed),
-            level=float(self.task.level),
+            f"The conversation ended: {errors} tool calls failed (at most {limit}).",
+            0.0,
+            False,
+            **self._final_metrics(self.progress()),
+            tool_errors=float(errors),
         )
 
     def render_text(self) -> str:
@@ -466,13 +478,43 @@ def _guessed(call: Call, task: ToolTask, told: set[Any]) -> list[str]:
 
 
 class DomainTools(ToolEnv):
-    """A :class:`ToolUseEnv` with its backend's tools (the ``tools:*`` ids)."""
+    """A :class:`ToolUseEnv` with its backend's tools (the ``tools:*`` ids). As in tau2-bench,
+    the episode ends with reward 0 once more than ``max_errors`` tool calls have failed
+    (refused, unknown, malformed)."""
 
-    def __init__(self, env: ToolUseEnv, *, format: str = "hermes", max_tool_turns: int = 20):
+    def __init__(
+        self,
+        env: ToolUseEnv,
+        *,
+        format: str = "hermes",
+        max_tool_turns: int = 20,
+        max_errors: int = MAX_TOOL_ERRORS,
+    ):
         inner = env.unwrapped
         if not isinstance(inner, ToolUseEnv):
             raise TypeError(f"DomainTools wraps a ToolUseEnv, got {type(inner).__name__}")
         super().__init__(env, inner.backend.tools(), format=format, max_tool_turns=max_tool_turns)
+        self.max_errors = max_errors
+        self.errors = self.unrecorded_errors = 0
+
+    def _start(self) -> None:
+        super()._start()
+        self.errors = self.unrecorded_errors = 0
+
+    def _tool_step(self, parsed: ParsedToolCalls, outputs: list[str]) -> StepResult:
+        """A tool step; failed calls (refused by a tool, of an unknown tool, malformed) count
+        toward ``max_errors``; calls past the per-action cap, which never ran, do not."""
+        result = super()._tool_step(parsed, outputs)
+        self.unrecorded_errors += len(parsed.errors) + sum(
+            call.name not in self.tool_map for call in parsed.calls
+        )
+        refused = sum(not call.accepted for call in self.env.unwrapped.backend.calls)
+        self.errors = refused + self.unrecorded_errors
+        if self.errors <= self.max_errors or result[2] or result[3]:
+            return result
+        inner: ToolUseEnv = self.env.unwrapped
+        ended = inner.end_for_errors(self.errors, self.max_errors)
+        return f"{result[0]}\n\n{ended[0]}", *ended[1:]  # type: ignore[return-value]
 
     def oracle(self) -> Policy:
         """Ask for what only the user knows (two facts per question), make the reference

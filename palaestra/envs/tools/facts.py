@@ -389,6 +389,8 @@ def _hedged(message: str, vocabulary: Vocabulary) -> set[tuple[str, str]]:
     hedged: set[tuple[str, str]] = set()
     for sentence in sentences(message):
         for clause in sentence.split(";"):
+            if not _HEDGE.search(clause):
+                continue
             sides = [values(side, vocabulary) for side in _HEDGE.split(clause)]
             for kind in GRADED:
                 if sum(bool(side[kind]) for side in sides) > 1:

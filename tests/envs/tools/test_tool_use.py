@@ -14,7 +14,13 @@ from palaestra.agents.base import Action, Conversation
 from palaestra.agents.simple import OracleAgent
 from palaestra.core.tool_calls import ToolCall, format_tool_call
 from palaestra.envs.tools.backend import state_hash
-from palaestra.envs.tools.env import MAX_MESSAGE_CHARS, DomainTools, ToolUseEnv, oracle_calls
+from palaestra.envs.tools.env import (
+    MAX_MESSAGE_CHARS,
+    MAX_TOOL_ERRORS,
+    DomainTools,
+    ToolUseEnv,
+    oracle_calls,
+)
 from palaestra.envs.tools.shop import Shop
 from palaestra.envs.tools.user import STOP, AgentUser, Progress
 from palaestra.runner import Runner, make_tasks
@@ -459,3 +465,18 @@ def test_eval_with_the_oracle_is_perfect():
         "tools:Shop-Easy-v0", "tools:Shop-Hard-v0", "tools:Shop-v0",
     ]  # fmt: skip
     assert all(s.success_rate == 1.0 and s.errors == 0 for s in result.summaries)
+
+
+def test_more_failed_tool_calls_than_the_limit_end_the_episode_with_zero():
+    """tau2-bench's error limit: ten failed calls are allowed, the eleventh ends the episode."""
+    env = palaestra.make("tools:Shop-v0")
+    env.reset(seed=0)
+    assert env.max_errors == MAX_TOOL_ERRORS == 10
+    bad = format_tool_call(ToolCall("get_order_details", {"order_id": "#nope"}))
+    _, reward, terminated, _, info = env.step(bad * 10)
+    assert not terminated and info["role"] == "tool"
+    observation, reward, terminated, truncated, info = env.step(bad)
+    assert terminated and not truncated and reward == 0.0
+    assert info["metrics"]["tool_errors"] == 11.0 and "11 tool calls failed" in observation
+    env.reset(seed=0)
+    assert not env.step(bad * 10)[2]  # the count starts again each episode
