@@ -13,7 +13,12 @@
     python benchmarks/bench_sql.py --episodes 300 --checks 300
 
 ``--save-pairs FILE`` writes the question pairs; ``--pairs FILE`` checks those instead, so
-two versions of palaestra can be timed on the same queries.
+two versions of palaestra can be timed on the same queries. ``--suite-sizes 0 1 2 4 8``
+also times checks with test-suite grading (``suite=K``) and measures what it catches:
+near misses made from generated golds (DISTINCT added or dropped, a bound made strict or
+loose) that score 1 on the episode's database, how many some database of 16 other seeds
+tells apart, and how many ``suite=K`` scores 0 (and how many of those that no database
+tells apart it wrongly fails).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import numpy as np
 import sqlglot
 
 import palaestra
-from palaestra.envs.sql.databases import DOMAINS, database_path
+from palaestra.envs.sql.databases import DOMAINS, database_path, suite_paths
 from palaestra.envs.sql.questions import generate_question
 from palaestra.verifiers.sql import connect_readonly, execution_match
 
@@ -115,21 +120,81 @@ def env_path(path: str) -> Path:
     return database_path(domain, int(seed), Path(path).parent)
 
 
-def match_rate(pairs: list[tuple[str, str]], backend: str = "sqlite") -> tuple[float, float]:
+def match_rate(
+    pairs: list[tuple[str, str]], backend: str = "sqlite", suite: int = 0
+) -> tuple[float, float]:
     """(checks/s, checks per CPU second) of ``execution_match(gold, gold)`` over ``pairs``,
-    the predicted query on ``backend`` (DuckDB gets it in its dialect)."""
+    the predicted query on ``backend`` (DuckDB gets it in its dialect), graded on ``suite``
+    more databases of the pair's domain."""
     answers = [sqlglot.transpile(gold, read="sqlite", write=backend)[0] for gold, _ in pairs]
+    suites = {d: suite_paths(d, suite) for d in DOMAINS}
+    domain_of = lambda path: Path(path).name.split("-seed")[0]  # noqa: E731
     for answer, (gold, path) in zip(answers[:10], pairs[:10], strict=True):
         execution_match(answer, gold, path, backend=backend)  # start workers, load databases
     cpu, worker, started = time.process_time(), worker_cpu(), time.perf_counter()
     matched = sum(
-        execution_match(answer, gold, env_path(path), backend=backend)
+        execution_match(
+            answer, gold, env_path(path), backend=backend, suite=suites[domain_of(path)]
+        )
         for answer, (gold, path) in zip(answers, pairs, strict=True)
     )
     elapsed = time.perf_counter() - started
     used = time.process_time() - cpu + worker_cpu() - worker
     assert matched == len(pairs), f"{len(pairs) - matched} gold queries did not match themselves"
     return len(pairs) / elapsed, len(pairs) / used
+
+
+MUTATIONS = [
+    ("SELECT DISTINCT ", "SELECT "),
+    ("SELECT ", "SELECT DISTINCT "),
+    (" >= ", " > "),
+    (" <= ", " < "),
+    (" > ", " >= "),
+    (" < ", " <= "),
+]
+POOL_SEEDS = range(100, 116)
+"""Seeds of the databases that decide whether a near miss can be told apart at all."""
+
+
+def near_misses(questions: int, episode_seeds: range) -> list[tuple[str, str, str, Path]]:
+    """(domain, gold, mutated gold, episode database) where the mutation (one edit of
+    :data:`MUTATIONS`, first occurrence) scores 1 on the episode's own database."""
+    found = []
+    rng = np.random.default_rng(1)
+    domains = sorted(DOMAINS)
+    for index in range(questions):
+        domain = domains[index % len(domains)]
+        path = database_path(domain, episode_seeds[index % len(episode_seeds)])
+        question = generate_question(domain, connect_readonly(path), rng)
+        for old, new in MUTATIONS:
+            if old not in question.gold_sql:
+                continue
+            mutated = question.gold_sql.replace(old, new, 1)
+            if execution_match(mutated, question.gold_sql, path) == 1.0:
+                found.append((domain, question.gold_sql, mutated, path))
+    return found
+
+
+def suite_catch(questions: int, sizes: list[int]) -> None:
+    """Print, per suite size, the near misses caught and the equivalent ones failed."""
+    misses = near_misses(questions, range(0, 40))
+    pools = {d: [database_path(d, s) for s in POOL_SEEDS] for d in DOMAINS}
+    told = [any(execution_match(m, g, p) == 0.0 for p in pools[d]) for d, g, m, _ in misses]
+    print(
+        f"\n{len(misses)} near misses right on their episode's database; "
+        f"{sum(told)} told apart by some database of {len(POOL_SEEDS)} other seeds\n"
+    )
+    print(
+        "| suite | told-apart misses scored 0 | never-told-apart scored 0 |\n| ---: | ---: | ---: |"
+    )
+    for size in sizes:
+        caught = [
+            execution_match(m, g, path, suite=suite_paths(d, size)) == 0.0
+            for d, g, m, path in misses
+        ]
+        hit = sum(c for c, t in zip(caught, told, strict=True) if t)
+        wrong = sum(c for c, t in zip(caught, told, strict=True) if not t)
+        print(f"| {size} | {hit}/{sum(told)} | {wrong}/{len(told) - sum(told)} |")
 
 
 def main() -> None:
@@ -140,6 +205,8 @@ def main() -> None:
     parser.add_argument("--pairs", help="JSON file of [gold, path] pairs to check instead")
     parser.add_argument("--save-pairs", help="write this version's question pairs here")
     parser.add_argument("--checks-only", action="store_true")
+    parser.add_argument("--suite-sizes", nargs="*", type=int, default=[])
+    parser.add_argument("--near-miss-questions", type=int, default=300)
     args = parser.parse_args()
     for domain in DOMAINS:
         database_path(domain)  # built before timing
@@ -163,10 +230,14 @@ def main() -> None:
         }
     for name, pairs in suites.items():
         for backend in args.backends:
-            wall, cpu = match_rate(pairs, backend)
-            print(
-                f"| execution_match on {backend}, {name} | {wall:,.0f} checks/s, {cpu:,.0f} per CPU s |"
-            )
+            for size in args.suite_sizes or [0]:
+                wall, cpu = match_rate(pairs, backend, size)
+                print(
+                    f"| execution_match on {backend}, {name}, suite={size} | "
+                    f"{wall:,.0f} checks/s, {cpu:,.0f} per CPU s |"
+                )
+    if args.suite_sizes:
+        suite_catch(args.near_miss_questions, args.suite_sizes)
 
 
 if __name__ == "__main__":

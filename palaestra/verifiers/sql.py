@@ -26,16 +26,18 @@ that fails raises :class:`SQLError` (a broken task is not a wrong answer).
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import re
 import sqlite3
 import threading
 import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from palaestra.verifiers.sql_backend import (
     BACKENDS,
@@ -56,6 +58,7 @@ from palaestra.verifiers.sql_backend import (
 )
 from palaestra.verifiers.sql_compare import (
     DEFAULT_FLOAT_TOLERANCE,
+    has_limit,
     keyed_query,
     orders_rows,
     results_match,
@@ -68,11 +71,13 @@ __all__ = [
     "DEFAULT_MAX_ROWS",
     "DEFAULT_TIMEOUT",
     "Gold",
+    "GoldCache",
     "QueryResult",
     "SQLError",
     "SQLiteDatabase",
     "answer_matches",
     "connect_readonly",
+    "default_golds",
     "default_pool",
     "delete_unless_held",
     "execution_match",
@@ -209,12 +214,13 @@ def run_query(
     return QueryResult(columns, rows, truncated=truncated)
 
 
-def hold_file(path: Path) -> BinaryIO:
-    """``path`` opened with a shared lock held until it is closed: a cache that deletes
-    files (:func:`delete_unless_held`) leaves it in place."""
-    handle = path.open("rb")
-    fcntl.flock(handle, fcntl.LOCK_SH)
-    return handle
+def hold_file(owner: object, path: Path) -> Callable[[], None]:
+    """Hold a shared lock on ``path`` while ``owner`` lives: a cache that deletes files
+    (:func:`delete_unless_held`) leaves it in place. Returns the release (also run when
+    ``owner`` is collected)."""
+    descriptor = os.open(path, os.O_RDONLY)
+    fcntl.flock(descriptor, fcntl.LOCK_SH)
+    return weakref.finalize(owner, os.close, descriptor)
 
 
 def delete_unless_held(path: Path) -> bool:
@@ -251,8 +257,7 @@ _worker_connections: OrderedDict[str, tuple[tuple[int, int, int], sqlite3.Connec
 
 def _worker_connection(path: str) -> sqlite3.Connection:
     """(In a worker) a read-only connection to ``path``, reopened when the file changed."""
-    stat = os.stat(path)
-    version = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    version = _file_version(Path(path))
     entry = _worker_connections.pop(path, None)
     if entry is not None and entry[0] != version:
         entry[1].close()
@@ -291,7 +296,8 @@ class SQLiteDatabase:
     ) -> None:
         self.path = Path(path).resolve()
         self.connection = connect_readonly(self.path)
-        self._hold = hold_file(self.path)  # a cache never deletes a file in use
+        self._release = hold_file(self, self.path)  # a cache never deletes a file in use
+        self.version = _file_version(self.path)
         self._pool = pool
         self.kill_grace = kill_grace
 
@@ -351,7 +357,7 @@ class SQLiteDatabase:
 
     def close(self) -> None:
         self.connection.close()
-        self._hold.close()
+        self._release()
 
 
 @dataclass
@@ -431,27 +437,97 @@ def execution_match(
     float_tolerance: float = DEFAULT_FLOAT_TOLERANCE,
     dialect: str | None = None,
     backend: str = "sqlite",
+    suite: Sequence[str | Path] = (),
 ) -> float:
     """1.0 when ``predicted_sql`` returns the same result as ``gold_sql`` on the SQLite file
-    ``db_path`` (rules in the module docstring), else 0.0. Never raises for a bad predicted
-    query. The gold query is SQLite's and runs on SQLite; the predicted one runs on
-    ``backend`` in its dialect (or is transpiled from ``dialect``); on another backend, at
-    the same time as the gold (its worker process works while SQLite does)."""
-    gold_database = SQLiteDatabase(db_path)
-    database = gold_database if backend == "sqlite" else open_database(db_path, backend)
+    ``db_path`` (rules in the module docstring), and on every file of ``suite``, else 0.0.
+    Never raises for a bad predicted query. The gold query is SQLite's and runs on SQLite;
+    the predicted one runs on ``backend`` in its dialect (or is transpiled from
+    ``dialect``); on another backend, at the same time as the gold.
+
+    ``suite``: more databases of the same schema (test-suite grading, Zhong et al. 2020;
+    for generated domains, :func:`palaestra.envs.sql.databases.suite_paths`): a query that
+    is right only on ``db_path``'s data (a missing DISTINCT where no names repeat) scores
+    0. The gold's results there are cached (:class:`GoldCache`); a gold that keeps some
+    rows (LIMIT) is judged on ``db_path`` only, since rows may tie at the cut elsewhere.
+    """
+    paths = [Path(db_path), *(() if has_limit(gold_sql) else map(Path, suite))]
+    databases = [open_database(path, backend) for path in paths] if backend != "sqlite" else []
     try:
-        predicted = _submit_predicted(database, predicted_sql, dialect, timeout, max_rows)
-        try:
-            gold = Gold.run(gold_database, gold_sql, timeout=timeout, max_rows=max_rows)
-        finally:
-            result = predicted()
-        if result is None:
-            return 0.0
-        return float(answer_matches(result, gold, float_tolerance))  # may read the gold's ties
+        for index, path in enumerate(paths):
+            database = databases[index] if databases else default_golds().database(path)
+            gold = functools.partial(
+                default_golds().gold, path, gold_sql, timeout=timeout, max_rows=max_rows
+            )
+            predicted = _submit_predicted(database, predicted_sql, dialect, timeout, max_rows)
+            try:
+                expected = gold()
+            finally:
+                result = predicted()
+            if result is None or not answer_matches(result, expected, float_tolerance):
+                return 0.0
+        return 1.0
     finally:
-        gold_database.close()
-        if database is not gold_database:
+        for database in databases:
             database.close()
+
+
+class GoldCache:
+    """Gold results by (database file, its version, query, limits), and an open
+    :class:`SQLiteDatabase` per file, the :data:`capacity` most recently used kept: the
+    suite's databases answer every check, so their golds run once per question."""
+
+    capacity = 256
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._golds: OrderedDict[tuple[Any, ...], Gold] = OrderedDict()
+        self._databases: OrderedDict[Path, SQLiteDatabase] = OrderedDict()
+
+    def database(self, path: Path) -> SQLiteDatabase:
+        """The open SQLite database at ``path`` (reopened when the file changed)."""
+        with self._lock:
+            database = self._databases.pop(path, None)
+            if database is not None and database.version != _file_version(database.path):
+                database.close()
+                database = None
+            database = database or SQLiteDatabase(path)
+            self._databases[path] = database
+            while len(self._databases) > 32:
+                self._databases.popitem(last=False)[1].close()
+            return database
+
+    def gold(self, path: Path, sql: str, *, timeout: float, max_rows: int) -> Gold:
+        """The gold result of ``sql`` on ``path``, run once per version of the file."""
+        database = self.database(path)
+        key = (database.path, database.version, sql, max_rows)
+        with self._lock:
+            if key in self._golds:
+                self._golds.move_to_end(key)
+                return self._golds[key]
+        gold = Gold.run(database, sql, timeout=timeout, max_rows=max_rows)
+        with self._lock:
+            self._golds[key] = gold
+            while len(self._golds) > self.capacity:
+                self._golds.popitem(last=False)
+        return gold
+
+
+_golds: GoldCache | None = None
+
+
+def default_golds() -> GoldCache:
+    """The :class:`GoldCache` :func:`execution_match` shares (made under a lock)."""
+    global _golds
+    with _pool_lock:
+        if _golds is None:
+            _golds = GoldCache()
+        return _golds
+
+
+def _file_version(path: Path) -> tuple[int, int, int]:
+    stat = os.stat(path)
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
 def _submit_predicted(

@@ -376,6 +376,16 @@ def orders_rows(sql: str) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
+def has_limit(sql: str) -> bool:
+    """Whether the outermost statement of ``sql`` (SQLite) keeps only some rows (LIMIT):
+    on a database where rows tie at the cut its answer is not decided."""
+    if "limit" not in sql.lower():
+        return False
+    tree = _outermost(sql)
+    return tree is None or tree.args.get("limit") is not None
+
+
+@functools.lru_cache(maxsize=4096)
 def keyed_query(sql: str) -> KeyedQuery | None:
     """``sql`` (SQLite) with its ORDER BY terms as extra columns, or None when it has no
     ORDER BY or a term cannot be located (a set operation ordered by an expression)."""

@@ -31,7 +31,7 @@ from palaestra.verifiers.sql_backend import (
 )
 
 DUCKDB_MEMORY_LIMIT = "512MB"
-LOADED_DATABASES = 16
+LOADED_DATABASES = 32
 SCHEMA_PREFIX = "palaestra_db_"
 
 _CATALOG_PREFIXES = ("duckdb_", "pragma_", "pg_", SCHEMA_PREFIX)

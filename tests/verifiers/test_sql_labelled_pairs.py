@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("sqlglot", reason="needs the 'sql' extra (sqlglot)")
 
-from palaestra.envs.sql.databases import database_path
+from palaestra.envs.sql.databases import database_path, suite_paths
+from palaestra.envs.sql.env import DEFAULT_SUITE
 from palaestra.verifiers.sql import SQLiteDatabase, execution_match
 
 SAME, MISS = True, False
@@ -288,3 +289,12 @@ def test_labelled_pair(backend, domain, gold, predicted, equivalent):
 def test_the_suite_is_balanced():
     rewrites = sum(label for *_, label in PAIRS)
     assert rewrites >= 25 and len(PAIRS) - rewrites >= 35
+
+
+SAME_PAIRS = [(d, g, p) for d, g, p, label in PAIRS if label]
+
+
+@pytest.mark.parametrize(("domain", "gold", "predicted"), SAME_PAIRS)
+def test_equivalent_rewrites_still_score_1_on_the_test_suite(domain, gold, predicted):
+    suite = suite_paths(domain, DEFAULT_SUITE)
+    assert execution_match(predicted, gold, database_path(domain, 0), suite=suite) == 1.0

@@ -31,7 +31,15 @@ from palaestra.envs.sql.domains import DOMAINS as _MODULES
 from palaestra.envs.sql.domains.base import GENERATOR_VERSION, Gen
 from palaestra.verifiers.sql import delete_unless_held
 
-__all__ = ["DOMAINS", "GENERATOR_VERSION", "MAX_CACHED_DATABASES", "cache_dir", "database_path"]
+__all__ = [
+    "DOMAINS",
+    "GENERATOR_VERSION",
+    "MAX_CACHED_DATABASES",
+    "SUITE_FIRST_SEED",
+    "cache_dir",
+    "database_path",
+    "suite_paths",
+]
 
 DOMAINS: dict[str, Callable[[sqlite3.Connection, Gen], None]] = {
     name: module.build for name, module in _MODULES.items()
@@ -59,6 +67,19 @@ def database_path(domain: str, seed: int = 0, directory: str | Path | None = Non
     _build(domain, seed, path)
     _evict(folder, MAX_CACHED_DATABASES)
     return path
+
+
+SUITE_FIRST_SEED = 2**31 - 64
+"""Seeds of the test-suite databases (:func:`suite_paths`), far from any episode's."""
+
+
+def suite_paths(domain: str, size: int, directory: str | Path | None = None) -> list[Path]:
+    """``size`` databases of ``domain`` from seeds no episode draws, for test-suite grading
+    (``execution_match(..., suite=...)``): the same for every episode, so their gold
+    results are computed once per question."""
+    if not 0 <= size <= 64:
+        raise ValueError(f"a test suite holds 0 to 64 databases, got {size}")
+    return [database_path(domain, SUITE_FIRST_SEED + i, directory) for i in range(size)]
 
 
 def _build(domain: str, seed: int, path: Path) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 from palaestra.core.env import Policy, StepResult
 from palaestra.core.tool_calls import ToolCall
 from palaestra.envs.base import AnswerEnv, Grade
-from palaestra.envs.sql.databases import DOMAINS, database_path
+from palaestra.envs.sql.databases import DOMAINS, database_path, suite_paths
 from palaestra.envs.sql.questions import LEVELS, generate_question
 from palaestra.envs.tool_env import ToolEnv
 from palaestra.tasks import Problem
@@ -46,7 +46,7 @@ from palaestra.verifiers.sql_backend import (
     SQLError,
     open_database,
 )
-from palaestra.verifiers.sql_compare import results_equal_as_sets
+from palaestra.verifiers.sql_compare import has_limit, results_equal_as_sets
 from palaestra.verifiers.sql_skyrl import SKYRL_FORMAT_PENALTY, skyrl_observation, skyrl_solution
 
 REWARDS = ("execution", "skyrl")
@@ -55,7 +55,10 @@ HELD_OUT_FIRST_SEED = 1_000_000
 """Reset seeds from here on draw held-out databases (the trainer's ``eval_first_seed``); a
 reset without a seed draws a database below it."""
 OPEN_DATABASES = 8
-"""Databases an env keeps open (the most recently used)."""
+"""Databases an env keeps open (the most recently used), besides its test suite's."""
+DEFAULT_SUITE = 4
+"""Databases of other seeds a generated question's answer must also be right on (test-suite
+grading; measured in benchmarks/RESULTS.md: near misses caught against check cost)."""
 MAX_CELL_CHARS = 500
 """The most characters the ``sql`` tool shows of one value."""
 MAX_OBSERVATION_CHARS = 8_000
@@ -171,11 +174,15 @@ class SQLEnv(AnswerEnv):
         max_rows: int = DEFAULT_MAX_ROWS,
         max_attempts: int = 1,
         attempt_cost: float = 0.0,
+        suite: int = DEFAULT_SUITE,
         render_mode: str | None = None,
     ):
         super().__init__(
             max_attempts=max_attempts, attempt_cost=attempt_cost, render_mode=render_mode
         )
+        if not 0 <= suite <= 64:
+            raise ValueError(f"suite must be 0 to 64 databases, got {suite}")
+        self.suite = suite
         if reward not in REWARDS:
             raise ValueError(f"unknown reward {reward!r}; choose one of {REWARDS}")
         if backend not in BACKENDS:
@@ -187,8 +194,8 @@ class SQLEnv(AnswerEnv):
         self.backend = backend
         prompt = SKYRL_SYSTEM_PROMPT if reward == "skyrl" else SYSTEM_PROMPT
         self.system_prompt = prompt.format(dialect="DuckDB" if backend == "duckdb" else "SQLite")
-        self._sqlite = RecentlyUsed(OPEN_DATABASES)
-        self._answering = RecentlyUsed(OPEN_DATABASES)
+        self._sqlite = RecentlyUsed(OPEN_DATABASES + suite)
+        self._answering = RecentlyUsed(OPEN_DATABASES + suite)
         self._golds = RecentlyUsed(64)
         self._exchanges: list[str] = []
 
@@ -215,15 +222,42 @@ class SQLEnv(AnswerEnv):
         """Run ``sql`` on this problem's database (read-only, time limit, row cap)."""
         return self.database().query(sql, timeout=self.timeout, max_rows=max_rows or self.max_rows)
 
-    def gold(self) -> Gold:
-        """The gold query's result on this problem's SQLite file (a failing gold raises)."""
-        key = (self.db_path, self.problem.answer)
+    def gold(self, path: Path | None = None) -> Gold:
+        """The gold query's result on the SQLite file at ``path`` (default: this problem's;
+        a failing gold raises)."""
+        path = path or self.db_path
         return self._golds.get_or_add(
-            key,
+            (path, self.problem.answer),
             lambda: Gold.run(
-                self.sqlite(), self.problem.answer, timeout=self.timeout, max_rows=self.max_rows
+                self.sqlite(path), self.problem.answer, timeout=self.timeout, max_rows=self.max_rows
             ),
         )
+
+    def suite_paths(self) -> list[Path]:
+        """The other databases an answer must also be right on (test-suite grading; none
+        here: :class:`SyntheticSQL` generates them)."""
+        return []
+
+    def right_on_suite(self, sql: str) -> bool:
+        """Whether ``sql`` also gives the gold's answer on every database of
+        :meth:`suite_paths` where the gold runs (one with LIMIT is judged on the episode's
+        database only: rows may tie at the cut elsewhere)."""
+        if has_limit(self.problem.answer):
+            return True
+        for path in self.suite_paths():
+            try:
+                gold = self.gold(path)
+            except SQLError:
+                continue  # the gold cannot run there: no verdict from this database
+            try:
+                result = self.database(path).query(
+                    sql, timeout=self.timeout, max_rows=self.max_rows
+                )
+            except SQLError:
+                return False
+            if not answer_matches(result, gold):
+                return False
+        return True
 
     # -- grading ----------------------------------------------------------------------------
 
@@ -253,9 +287,16 @@ class SQLEnv(AnswerEnv):
             kind = "malformed" if error.syntax else "execution_error"
             verb = "does not parse" if error.syntax else "failed"
             return Grade(0.0, False, f"The query {verb}: {error}", {kind: 1.0})
-        if answer_matches(result, gold):
-            return Grade(1.0, True, "Correct.")
-        return Grade(0.0, False, f"The query ran but returned the wrong result ({_shown(result)}).")
+        if not answer_matches(result, gold):
+            shown = _shown(result)
+            return Grade(0.0, False, f"The query ran but returned the wrong result ({shown}).")
+        if not self.right_on_suite(sql):
+            feedback = (
+                "The query returns the right rows on this database but not on other databases "
+                "of the same schema: it depends on this data, not on the question."
+            )
+            return Grade(0.0, False, feedback, {"suite_miss": 1.0})
+        return Grade(1.0, True, "Correct.")
 
     def _grade_skyrl(self, transcript: str) -> Grade:
         sql = skyrl_solution(transcript)
@@ -351,9 +392,16 @@ class SyntheticSQL(SQLEnv):
         if difficulty not in PRESETS:
             raise ValueError(f"unknown difficulty {difficulty!r}; choose one of {sorted(PRESETS)}")
         self.domains = sorted(DOMAINS) if domain == "mixed" else [domain]
+        for cache in (self._sqlite, self._answering):  # every domain's suite stays open
+            cache.capacity = OPEN_DATABASES + self.suite * len(self.domains)
         self.levels = PRESETS[difficulty]
         self.db_seed = db_seed
         self._drawn = RecentlyUsed(64)  # seed -> (problem, RNG state after drawing it)
+
+    def suite_paths(self) -> list[Path]:
+        """:data:`suite` databases of this episode's domain from seeds no episode draws
+        (:func:`~palaestra.envs.sql.databases.suite_paths`)."""
+        return suite_paths(self.problem.data["domain"], self.suite)
 
     def database_seed(self, seed: int | None) -> int:
         """The seed of this episode's database (see the class docstring)."""
