@@ -2,8 +2,9 @@
 
 Protocol in :mod:`palaestra.runner.network`; one client's connection in
 :mod:`palaestra.server.connection`. The server holds at most ``max_connections``
-connections; a reaper closes sessions idle past the limit, and connections that have had no
-session and no request for as long.
+connections (sockets past that many, handshaking or open, are dropped as they connect,
+with a few more for the HTTP routes); a reaper closes sessions idle past the limit, and
+connections that have had no session and no request for as long.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from palaestra.runner.network import ACTION_LIMIT_HEADER
 from palaestra.server.access import BearerAuth
-from palaestra.server.connection import Connection
+from palaestra.server.connection import Connection, UnreadBudget
 from palaestra.server.sessions import SessionTable
 from palaestra.server.websocket import SOCKET_EXTENSION
 from palaestra.server.wire import OPS
@@ -32,6 +33,7 @@ def create_app(table: SessionTable, *, token: str | None = None) -> FastAPI:
     """The app serving ``table``'s sessions; with ``token``, every route but ``/health``
     needs ``Authorization: Bearer <token>`` (the API docs and schema too)."""
     connections: set[Connection] = set()
+    budget = UnreadBudget(table.limits.max_unread_bytes_total)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -68,7 +70,7 @@ def create_app(table: SessionTable, *, token: str | None = None) -> FastAPI:
             return
         limit_header = (ACTION_LIMIT_HEADER.encode(), str(table.limits.max_action_bytes).encode())
         await websocket.accept(headers=[limit_header])
-        connection = Connection(websocket, socket, table)
+        connection = Connection(websocket, socket, table, budget)
         connections.add(connection)
         try:
             await connection.serve()

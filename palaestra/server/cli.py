@@ -56,6 +56,16 @@ def serve_command(
     max_unread_bytes: Annotated[
         int, typer.Option(help="Answer bytes a client may leave unread before it is dropped.")
     ] = 64 << 20,
+    max_unread_bytes_total: Annotated[
+        int,
+        typer.Option(
+            help="Answer bytes all clients together may leave unread; past it, those "
+            "holding the most are dropped."
+        ),
+    ] = 1 << 30,
+    handshake_timeout: Annotated[
+        float, typer.Option(help="Seconds a client has to connect and finish its handshake.")
+    ] = 10.0,
     step_executor: Annotated[
         str,
         typer.Option(
@@ -80,6 +90,8 @@ def serve_command(
             max_connections=max_connections,
             max_queued_requests=max_queued_requests,
             max_unread_bytes=max_unread_bytes,
+            max_unread_bytes_total=max_unread_bytes_total,
+            handshake_timeout_s=handshake_timeout,
         )
         server = build_server(
             envs or (),

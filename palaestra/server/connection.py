@@ -54,6 +54,42 @@ CLOSE_TIMEOUT_S = 2.0
 _numbers = itertools.count()
 
 
+class UnreadBudget:
+    """The server-wide bound on answer bytes clients have not read: each connection reports
+    what it holds as it sends; past ``limit`` in all, the connections holding the most are
+    dropped until the rest fit."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.total = 0
+        self._held: dict[Connection, int] = {}
+
+    def hold(self, connection: Connection, unread: int) -> None:
+        """Record that ``connection`` now holds ``unread`` bytes; enforce the limit."""
+        self.total += unread - self._held.get(connection, 0)
+        self._held[connection] = unread
+        if self.total > self.limit:
+            self._enforce()
+
+    def forget(self, connection: Connection) -> None:
+        self.total -= self._held.pop(connection, 0)
+
+    def _enforce(self) -> None:
+        """Measure every connection again (sockets drain between reports); drop the largest
+        holders until the total fits."""
+        held = {connection: connection.unread_bytes() for connection in self._held}
+        self._held, self.total = held, sum(held.values())
+        for connection in sorted(held, key=held.__getitem__, reverse=True):
+            if self.total <= self.limit:
+                break
+            connection.drop(
+                "unread",
+                f"the server holds more than {self.limit} bytes of answers unread by its "
+                "clients; this client held the most",
+                reads=False,
+            )
+
+
 class Connection:
     """One client: reads request frames, runs them, sends the answers back in frames.
 
@@ -61,10 +97,17 @@ class Connection:
     in the event loop's callbacks; ``websocket`` (the ASGI one) serves the closing handshake
     and tells when the client has gone."""
 
-    def __init__(self, websocket: Any, socket: DirectSocket, table: SessionTable):
+    def __init__(
+        self,
+        websocket: Any,
+        socket: DirectSocket,
+        table: SessionTable,
+        budget: UnreadBudget | None = None,
+    ):
         self.websocket = websocket
         self.socket = socket
         self.table = table
+        self.budget = budget or UnreadBudget(table.limits.max_unread_bytes_total)
         self.limits = table.limits
         self.number = next(_numbers)
         self.sessions: set[int] = set()
@@ -119,6 +162,7 @@ class Connection:
                 future.cancel()
             for number in self.sessions:
                 self.table.close((self.number, number), "disconnect")
+            self.budget.forget(self)
 
     def drop(self, reason: str, message: str, *, reads: bool = True) -> None:
         """End the connection (``reason`` is counted): a closing handshake with ``message``
@@ -130,6 +174,7 @@ class Connection:
         self.table.counters[f"connections_dropped_{reason}"] += 1
         self._outbox.clear()
         self._outbox_bytes = 0
+        self.budget.forget(self)
         self._closer = asyncio.ensure_future(self._close(message, reads))
 
     async def _close(self, message: str, reads: bool) -> None:
@@ -333,16 +378,24 @@ class Connection:
             return
         self._outbox.append(text)
         self._outbox_bytes += len(text)  # JSON text is ASCII: characters are bytes
-        if self._outbox_bytes + self.socket.unsent_bytes() > self.limits.max_unread_bytes:
+        unread = self.unread_bytes()
+        if unread > self.limits.max_unread_bytes:
             self.drop(
                 "unread",
                 f"more than {self.limits.max_unread_bytes} bytes of answers unread",
                 reads=False,
             )
             return
+        self.budget.hold(self, unread)
+        if self.closing is not None:
+            return
         if not self._flush_scheduled:  # answers given in this turn of the loop go together
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
+
+    def unread_bytes(self) -> int:
+        """Bytes of answers given that the client has not taken yet."""
+        return self._outbox_bytes + self.socket.unsent_bytes()
 
     def _flush(self) -> None:
         self._flush_scheduled = False

@@ -28,7 +28,7 @@ from typing import Any
 
 import pydantic
 
-from palaestra.server.retriever_http import BodyTooLarge, deadline_protocol, read_body
+from palaestra.server.http_guards import BodyTooLarge, deadline_protocol, read_body
 from palaestra.tools.search.base import Doc, Retriever
 
 TOKEN_ENV = "PALAESTRA_RETRIEVER_TOKEN"

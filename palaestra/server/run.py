@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from palaestra.runner.network import FRAME_BYTES
@@ -18,6 +19,11 @@ MAX_FRAME_BYTES = 16 << 20
 """Frames past this size (or past what the action limit needs) close the connection.
 Clients cut frames at about 1 MiB and refuse an action past the server's limit themselves
 (the handshake announces it), so only a client that ignores both gets here."""
+
+
+HTTP_ROOM = 16
+"""Sockets a server takes past its connection limit, so ``/health`` and ``/metrics`` still
+answer (and the WebSocket route refuses the extra handshakes with its 503)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -59,6 +65,7 @@ def build_server(
     import uvicorn
 
     from palaestra.server.app import create_app
+    from palaestra.server.http_guards import deadline_protocol
     from palaestra.server.websocket import SessionsProtocol
 
     limits = limits or ServerLimits()
@@ -74,6 +81,11 @@ def build_server(
         port=port,
         log_level=log_level,
         ws=SessionsProtocol,
+        http=deadline_protocol(
+            limits.handshake_timeout_s,
+            max_sockets=limits.max_connections + HTTP_ROOM,
+            on_refused=partial(table.counters.update, ["connections_refused"]),
+        ),
         # JSON escapes can make an action's text up to 6 times its UTF-8 size.
         ws_max_size=max(MAX_FRAME_BYTES, 6 * limits.max_action_bytes + FRAME_BYTES),
         ws_per_message_deflate=False,

@@ -51,6 +51,10 @@ class ServerLimits:
     closed. Per connection: ``max_queued_requests`` waiting behind another request of their
     session, and ``max_unread_bytes`` of answers the client has not read yet (past it, the
     connection is dropped).
+    Server-wide: ``max_unread_bytes_total`` of answers unread by all clients together (past
+    it, the connections holding the most are dropped), and ``handshake_timeout_s`` to
+    connect and finish a WebSocket handshake (sockets still connecting count against
+    ``max_connections``, with a few more for ``/health`` and ``/metrics``).
     """
 
     max_sessions: int = 1024
@@ -60,6 +64,8 @@ class ServerLimits:
     max_connections: int = 256
     max_queued_requests: int = 1024
     max_unread_bytes: int = 64 << 20
+    max_unread_bytes_total: int = 1 << 30
+    handshake_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         counts = (
@@ -69,11 +75,12 @@ class ServerLimits:
             self.max_connections,
             self.max_queued_requests,
             self.max_unread_bytes,
+            self.max_unread_bytes_total,
         )
         if min(counts) < 1:
             raise ValueError("session, connection, queue and size limits must be >= 1")
-        if self.idle_timeout_s <= 0:
-            raise ValueError(f"idle_timeout_s must be > 0, got {self.idle_timeout_s}")
+        if self.idle_timeout_s <= 0 or self.handshake_timeout_s <= 0:
+            raise ValueError("idle_timeout_s and handshake_timeout_s must be > 0")
 
 
 SessionKey = tuple[int, int]

@@ -4,12 +4,15 @@ idle connections and bursts of creates, each spoken over the wire by hand."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from palaestra.runner import Task
+from palaestra.agents.simple import PolicyAgent
+from palaestra.runner import Runner, Task
 from palaestra.runner.network import EnvServerClient, EnvServerError
 from palaestra.server import ServerLimits
 from tests.server import served_envs
@@ -272,3 +275,43 @@ async def test_a_huge_frame_is_dispatched_over_several_turns_with_reading_paused
     await asyncio.sleep(0)
     assert turns >= 3 and answered() == count  # other connections' frames ran in between
     serving.cancel()
+
+
+async def test_answers_unread_by_all_clients_together_are_bounded():
+    limits = ServerLimits(max_unread_bytes=64 << 20, max_unread_bytes_total=6 << 20)
+    with running_server(limits=limits) as url:
+        async with (
+            raw_socket(url, max_queue=1, max_size=None) as hoarder,
+            raw_socket(url) as reader,
+        ):
+            await _open(hoarder, 0, "test:BigObservation-v0", 0)
+            await _open(reader, 0, "test:Echo-v0", 0)
+            steps = [
+                {"id": i, "op": "step", "session": 0, "action": "200000"} for i in range(2, 402)
+            ]
+            await hoarder.send(json.dumps(steps))  # 80 MB of answers, never read
+            dropped = 'palaestra_connections_dropped_total{reason="unread"}'
+            await asyncio.to_thread(wait_for, lambda: metric(url, dropped) == 1)
+            assert (await _step(reader, 2, 0, "a"))["ok"][0] == "echo: a"  # the reader goes on
+            # The hoarder was dropped near the server-wide 6 MiB, far below its own 64 MiB.
+            assert metric(url, 'palaestra_requests_total{op="step"}') <= 31 + 6 + 1
+
+
+def test_handshakes_have_a_deadline_and_count_against_the_connection_cap():
+    from palaestra.server.run import HTTP_ROOM
+
+    limits = ServerLimits(max_connections=2, handshake_timeout_s=0.5)
+    with running_server(limits=limits) as url:
+        port = int(url.rsplit(":", 1)[1])
+        slow = [socket.create_connection(("127.0.0.1", port)) for _ in range(2 + HTTP_ROOM + 5)]
+        for sock in slow:  # a handshake request that never ends
+            sock.settimeout(30)
+            with contextlib.suppress(OSError):  # the server may have dropped it already
+                sock.sendall(b"GET /sessions HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n")
+        for sock in slow:  # every one is closed: the extra five at once, the rest at the deadline
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(1024) == b""
+            sock.close()
+        assert metric(url, "palaestra_connections_refused_total") == 5
+        runner = Runner(PolicyAgent(lambda obs: "x"), max_turns=1, host=EnvServerClient(url))
+        assert runner.run([Task("test:Echo-v0", 0)])[0].error is None
