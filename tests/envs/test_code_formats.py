@@ -159,6 +159,7 @@ REFUSED = {
         "input_output": json.dumps({"inputs": ["1"], "outputs": []}),
     },
     "no tests": {"problem": "p", "tests": "[]"},
+    "cases not text": {"prompt": "p", "inputs": [["1"]], "outputs": ["2"]},
     "bad JSON": {"question": "q", "input_output": "{not json"},
     "call input not a list": {
         "problem": "p",
@@ -172,6 +173,12 @@ def test_records_of_no_known_shape_are_refused_at_load_with_one_line(why: str) -
     with pytest.raises(ValueError, match=r"^row 0: ") as caught:
         load_problems([REFUSED[why]])
     assert "\n" not in str(caught.value)
+
+
+def test_typed_tests_under_palaestras_own_fields_are_not_run_as_stdin() -> None:
+    record = {"prompt": "Return x + 1.", "tests": [{"input": "1", "output": "2", "testtype": "functional"}], "metadata": {"func_name": "inc"}}  # fmt: skip
+    [problem] = load_problems([record])
+    assert (problem.kind, problem.entry_point, problem.calls) == ("call", "inc", [([1], 2)])
 
 
 def test_rows_of_a_dataset_object_load_too(box: LocalSandbox) -> None:

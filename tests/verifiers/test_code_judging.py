@@ -216,6 +216,13 @@ def test_a_problem_time_limit_replaces_the_env_timeout(box: LocalSandbox) -> Non
     assert "timed out" in failure
 
 
+def test_a_problem_memory_limit_replaces_the_sandboxs(box: LocalSandbox) -> None:
+    hungry = "x = bytearray(300 * 2**20)\nprint(1)"
+    assert grade(box, stdio([("", "1\n")]), hungry).all_passed
+    [failure] = grade(box, stdio([("", "1\n")], memory_mb=128), hungry).failures
+    assert "memory" in failure.lower()
+
+
 @pytest.mark.parametrize(
     ("mode", "output", "expected", "accepted"),
     [

@@ -53,6 +53,10 @@ def detect_format(record: Record) -> Callable[[Record, str], CodeProblem] | None
         return read_primeintellect
     if "ground_truth" in record or ("problem" in record and "tests" in record):
         return read_deepcoder
+    tests = record.get("tests")
+    typed = isinstance(tests, list) and tests and isinstance(tests[0], dict)
+    if typed and {"testtype", "type"} & tests[0].keys():  # typed tests, palaestra's fields
+        return read_deepcoder
     return None
 
 
@@ -91,11 +95,14 @@ def read_mbpp(record: Record, task_id: str) -> CodeProblem:
 def read_deepcoder(record: Record, task_id: str) -> CodeProblem:
     """DeepCoder / rllm: ``problem`` and ``tests`` (JSON) or rllm's ``ground_truth``."""
     tests = _json(record.get("tests", record.get("ground_truth")), "tests")
-    prompt = _text(record, "problem" if "problem" in record else "question")
+    prompt = _text(record, next((f for f in _PROMPT_FIELDS if f in record), "problem"))
     if isinstance(tests, dict):
         return _from_io_lists(tests, task_id, prompt, record, Judging())
     metadata = _json(record.get("metadata") or "{}", "metadata")
     return _from_typed_tests(tests, task_id, prompt, record, metadata.get("func_name"))
+
+
+_PROMPT_FIELDS = ("problem", "question", "prompt")
 
 
 def read_primeintellect(record: Record, task_id: str) -> CodeProblem:

@@ -123,6 +123,8 @@ def problem_from_record(record: dict[str, Any], index: int) -> CodeProblem:
             cases = list(zip(record["inputs"], record["outputs"], strict=True))
         else:
             cases = [(case["input"], case["output"]) for case in record["tests"]]
+        if not all(isinstance(text, str) for case in cases for text in case):
+            raise ValueError(f"record {task_id!r}: stdin/stdout cases must be text")
         return CodeProblem(task_id, prompt, "stdio", cases=cases, solution=solution)
     entry_point = record.get("entry_point")
     if "test" in record:
