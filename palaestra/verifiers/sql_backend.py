@@ -128,19 +128,26 @@ def worker_query(
 ) -> Callable[[], QueryResult]:
     """Send the worker-side query ``function(*args)`` (it answers a :class:`QueryResult`
     or a :class:`Refusal`) to a worker of ``pool`` now; the function returned waits for the
-    answer (call it once). The worker is killed ``kill_grace`` seconds past ``timeout``;
-    every failure (time, a refusal, a worker that died or broke its pipe) is an
+    answer (call it once). The worker is killed ``kill_grace`` seconds past ``timeout``; a
+    worker lost before it answered (killed from outside, say) is replaced and the query
+    sent once more; every failure (time, a refusal, a worker that died again) is an
     :class:`SQLError`. ``follow_up`` may turn a reply into another (calls in the worker)."""
-    from palaestra.verifiers.worker import WorkerError, WorkerTimeout
+    from palaestra.verifiers.worker import WorkerError, WorkerLost, WorkerTimeout
 
     try:
-        pending = pool.submit(function, args, timeout=timeout + kill_grace)
+        try:
+            pending = pool.submit(function, args, timeout=timeout + kill_grace)
+        except OSError:  # a worker that died idle broke the pipe: it is dropped, try a new one
+            pending = pool.submit(function, args, timeout=timeout + kill_grace)
     except (WorkerError, OSError) as error:
         raise SQLError(f"error: the query stopped its worker ({error})") from None
 
     def result() -> QueryResult:
         try:
-            reply = pending.result()
+            try:
+                reply = pending.result()
+            except WorkerLost:  # it died before or while answering: once more, in a fresh one
+                reply = pool.call(function, args, timeout=timeout + kill_grace)
             if follow_up is not None:
                 reply = follow_up(reply)
         except WorkerTimeout:

@@ -49,7 +49,7 @@ from palaestra.verifiers.sql_duckdb_worker import (
     read_catalog,
     run_query,
 )
-from palaestra.verifiers.worker import WorkerError, WorkerPool, WorkerTimeout
+from palaestra.verifiers.worker import WorkerError, WorkerLost, WorkerPool, WorkerTimeout
 
 WORKER_MEMORY_MB = 1536
 """The worker process's address space (DuckDB reserves about 850 MB of it at start)."""
@@ -108,9 +108,14 @@ class DuckDBDatabase:
         return cls(path)
 
     def _call(self, function: Any, *args: Any, timeout: float) -> Any:
-        """``function(path, *args)`` in a worker; :class:`SQLError` if the worker fails."""
+        """``function(path, *args)`` (a catalog read or a load: trusted) in a worker, once
+        more in a fresh worker if the first was lost; :class:`SQLError` if it fails."""
+        call = (function, (str(self.path), *args))
         try:
-            return self.pool.call(function, (str(self.path), *args), timeout=timeout)
+            try:
+                return self.pool.call(*call, timeout=timeout)
+            except (WorkerLost, OSError):  # a worker an earlier query broke: never reused
+                return self.pool.call(*call, timeout=timeout)
         except WorkerTimeout:
             raise SQLError(f"the DuckDB worker did not answer within {timeout:g} s") from None
         except (WorkerError, OSError) as error:

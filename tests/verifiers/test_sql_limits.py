@@ -139,3 +139,21 @@ def test_duckdb_query_reaches_only_its_own_database(duck, db, other_db):
     with pytest.raises(SQLError, match="does not exist"):
         mine.query("SELECT * FROM patients")
     assert mine.query("SELECT COUNT(*) FROM information_schema.tables").rows[0][0] >= 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "duckdb"])
+def test_reset_and_step_survive_a_killed_worker(backend):
+    if backend == "duckdb":
+        pytest.importorskip("duckdb", reason="needs the 'duckdb' extra")
+    import palaestra
+    from palaestra.verifiers import sql, sql_duckdb
+
+    pool = (sql if backend == "sqlite" else sql_duckdb).default_pool()
+    env = palaestra.make("sql:Shop-v0", backend=backend, suite=0)
+    for seed in range(2):
+        observation, _ = env.reset(seed=seed)
+        for pid in pool.pids:
+            os.kill(pid, 9)
+        assert env.step(env.oracle()(observation))[1] == 1.0
+        for pid in pool.pids:
+            os.kill(pid, 9)
