@@ -144,7 +144,7 @@ QUESTIONS: dict[str, dict[str, tuple[str, ...]]] = {
 PARAPHRASES = {
     "shop": {
         "not pending": [
-            "order #W1002 is already delivered",
+            "the order is already delivered",
             "that order has the status 'delivered', so it can't be cancelled",
             "it has already shipped",
             "the order has already been shipped, so I can't cancel it",
