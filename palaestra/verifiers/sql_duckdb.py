@@ -22,8 +22,8 @@ that holds the databases in memory, so no query outlasts its limits:
 
 The worker (:mod:`palaestra.verifiers.sql_duckdb_worker`) copies a SQLite file's tables
 into a schema of its in-memory database the first time a query needs them (0.1-0.2 s for a
-generated database) and keeps the 32 most recently used (a test suite of 4 databases
-per domain and the episodes' own).
+generated database) and keeps the 32 most recently used (every domain's test suite and
+the episodes' own).
 """
 
 from __future__ import annotations

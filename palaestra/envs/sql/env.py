@@ -56,7 +56,7 @@ HELD_OUT_FIRST_SEED = 1_000_000
 reset without a seed draws a database below it."""
 OPEN_DATABASES = 8
 """Databases an env keeps open (the most recently used), besides its test suite's."""
-DEFAULT_SUITE = 4
+DEFAULT_SUITE = 2
 """Databases of other seeds a generated question's answer must also be right on (test-suite
 grading; measured in benchmarks/RESULTS.md: near misses caught against check cost)."""
 MAX_CELL_CHARS = 500
