@@ -240,8 +240,10 @@ def new_command(
         Path | None, typer.Option("--dir", help="Where to write it (default: ./NAME).")
     ] = None,
 ) -> None:
-    """Write a package of envs of your own to start from: a multi-turn env with an oracle,
-    its tests and the entry point that makes it visible to every command once installed."""
+    """Write a package of your own envs to start from (an env with an oracle, its tests).
+
+    Its pyproject.toml's entry point makes the envs visible to every command once installed.
+    """
     target = directory or Path(name)
     try:
         files = write_env_package(name, target)

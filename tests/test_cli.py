@@ -1,3 +1,5 @@
+import sys
+
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
@@ -123,3 +125,25 @@ def test_show_names_a_missing_extra_in_one_line():
         palaestra.core.deregister("test:NeedsExtra-v0")
     assert result.exit_code == 2
     assert result.output.strip() == "error: needs foo: pip install 'palaestra[foo]'"
+
+
+@pytest.mark.parametrize(
+    ("command", "module", "extra"),
+    [
+        (["serve", "game:Wordle-v0"], "uvicorn", "serve"),
+        (["serve", "sql:*"], "sqlglot", "sql"),
+        (["eval", "game:Wordle-v0", "--env-server", "ws://127.0.0.1:9"], "websockets", "serve"),
+        (["eval", "math:Arithmetic-v0", "--agent", "hf:Qwen/Qwen3-0.6B"], "transformers", "hf"),
+        (["train", "{config}"], "sqlglot", "sql"),
+    ],
+)
+def test_every_command_names_a_missing_extra_before_it_starts(
+    command, module, extra, tmp_path, monkeypatch
+):
+    config = tmp_path / "run.yaml"
+    config.write_text("rollout: {env_id: 'sql:Mixed-v0'}\n")
+    monkeypatch.setitem(sys.modules, module, None)  # as if the package were not installed
+    result = runner.invoke(app, [part.format(config=config) for part in command])
+    assert result.exit_code == 2, result.output
+    assert f"({module} not installed): pip install 'palaestra[{extra}]'" in result.output
+    assert len(result.output.strip().splitlines()) == 1

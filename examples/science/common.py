@@ -125,6 +125,7 @@ def train_run(spec: RunSpec, base: Mapping[str, Any], init: Path, output_dir: Pa
     from rich.console import Console
 
     from palaestra.trainers.config import TrainerConfig
+    from palaestra.trainers.run_dir import clear_run
     from palaestra.trainers.trainer import Trainer
 
     values = deep_merge(
@@ -136,6 +137,7 @@ def train_run(spec: RunSpec, base: Mapping[str, Any], init: Path, output_dir: Pa
     config = TrainerConfig.model_validate(values)
     probes = Path(output_dir) / PROBES_FILE
     probes.unlink(missing_ok=True)
+    clear_run(output_dir)  # a run trained again (not --reuse) replaces the earlier one
     with Trainer.from_config(config, console=Console(quiet=True)) as trainer:
         if spec.probe is None or spec.probe_every <= 0:
             trainer.train()

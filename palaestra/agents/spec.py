@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 from palaestra.agents.base import Agent
@@ -11,6 +13,38 @@ SPEC_HELP = (
     "oracle | random | human | openai:MODEL@URL (e.g. openai:Qwen/Qwen3-0.6B@http://localhost:8000/v1;"
     " URL1,URL2,... routes episodes over several servers) | vllm:PATH | hf:PATH"
 )
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+"""``org/name``: a Hugging Face Hub id (a path that does not exist locally may be one)."""
+
+
+def model_path_problem(path: str, *, what: str) -> str | None:
+    """Why ``path`` cannot be a model (``what`` names where it came from), or None: a local
+    directory needs a ``config.json``; a path that does not exist must look like a Hub id.
+
+    >>> model_path_problem("/nowhere/model", what="hf:/nowhere/model")[:40]
+    "hf:/nowhere/model: no model at '/nowhere"
+    """
+    local = Path(path).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").is_file():
+            return f"{what}: {path} holds no config.json: give a Hugging Face model directory"
+        return None
+    if local.exists() or not HUB_ID.match(path):
+        return (
+            f"{what}: no model at {path!r}: give a local model directory (with config.json) "
+            "or a Hugging Face Hub id such as Qwen/Qwen3-0.6B"
+        )
+    return None
+
+
+def agent_spec_problem(spec: str) -> str | None:
+    """What would stop ``make_agent(spec)`` after a slow start, found before it: a model path
+    of ``hf:``/``vllm:`` that cannot be a model. None when nothing is found."""
+    kind, _, rest = spec.partition(":")
+    if kind in ("hf", "vllm") and rest:
+        return model_path_problem(rest, what=f"agent {spec}")
+    return None
 
 
 def make_agent(spec: str, **options: Any) -> Agent:

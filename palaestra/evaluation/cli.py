@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich import box
@@ -17,15 +18,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from palaestra.agents.base import Sampling, agent_name, close_agent
-from palaestra.agents.spec import SPEC_HELP, make_agent
+from palaestra.agents.base import Agent, Sampling, agent_name, close_agent
+from palaestra.agents.spec import SPEC_HELP, agent_spec_problem, make_agent
 from palaestra.console import fail
+from palaestra.core.extras import extras_problem
 from palaestra.core.types import Episode
 from palaestra.evaluation.metrics import EnvSummary
 from palaestra.evaluation.run import (
     EvalConfig,
     EvalResult,
     aevaluate,
+    check_agent_fits,
+    check_envs_load,
+    resolve_env_ids,
     write_outputs,
 )
 
@@ -66,6 +71,10 @@ def eval_command(
             help="Host the envs on this `palaestra serve` URL (token: $PALAESTRA_ENV_SERVER_TOKEN)."
         ),
     ] = None,
+    env_kwargs: Annotated[
+        str | None,
+        typer.Option(help='Env kwargs as a JSON object, e.g. \'{"difficulty": "easy"}\'.'),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write trajectories and report here.")
     ] = None,
@@ -90,10 +99,11 @@ def eval_command(
             max_turns=max_turns,
             process_workers=processes,
             env_server=env_server,
+            env_kwargs=parse_env_kwargs(env_kwargs),
         )
-        the_agent = make_agent(agent, sampling=Sampling(max_tokens, temperature))
-    except (ValueError, KeyError, ImportError) as exc:
-        fail(console, exc)
+        the_agent = prepared_agent(agent, config, Sampling(max_tokens, temperature))
+    except (ValueError, KeyError, ImportError, OSError, RuntimeError) as exc:
+        fail(console, _first_line(str(exc)))
     try:
         with _episode_errors_summarized():
             result = asyncio.run(_run(the_agent, config, console, quiet))
@@ -113,6 +123,36 @@ def eval_command(
             for label, path in files.items():
                 console.print(Text.assemble((f"{label:>12} ", "dim"), str(path)))
     _report_errors(console, result.episodes, files.get("trajectories"))
+
+
+def parse_env_kwargs(text: str | None) -> dict[str, Any]:
+    """``--env-kwargs``: a JSON object (empty when not given)."""
+    if text is None:
+        return {}
+    try:
+        kwargs = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--env-kwargs is not valid JSON ({error}): {text!r}") from error
+    if not isinstance(kwargs, dict):
+        raise ValueError(
+            f'--env-kwargs takes a JSON object such as \'{{"difficulty": "easy"}}\', got {text!r}'
+        )
+    return kwargs
+
+
+def prepared_agent(spec: str, config: EvalConfig, sampling: Sampling) -> Agent:
+    """The agent, built only once everything cheap to check is right (env ids, env kwargs,
+    every extra, the model path), so that a typo fails in a second, not after a model load."""
+    env_ids = resolve_env_ids(config.env_patterns)
+    if config.env_server is None:
+        check_envs_load(env_ids, config.env_kwargs)
+    problem = extras_problem(agent=spec, env_server=config.env_server is not None)
+    problem = problem or agent_spec_problem(spec)
+    if problem is not None:
+        raise ValueError(problem)
+    agent = make_agent(spec, sampling=sampling)
+    check_agent_fits(agent, config)
+    return agent
 
 
 def _report_errors(console: Console, episodes: list[Episode], trajectories: Path | None) -> None:
@@ -194,7 +234,8 @@ async def _run(agent, config: EvalConfig, console: Console, quiet: bool) -> Eval
 
 
 def results_table(summaries: list[EnvSummary], *, title: str = "") -> Table:
-    """A rich table with one row per env."""
+    """A rich table with one row per env; the means of a row with errored episodes are over
+    its completed episodes only, marked ``*`` and explained under the table."""
     ks = sorted({k for s in summaries for k in s.pass_at})
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("env", style="cyan", no_wrap=True, min_width=3)
@@ -203,22 +244,41 @@ def results_table(summaries: list[EnvSummary], *, title: str = "") -> Table:
     for k in ks:
         table.add_column(f"pass@{k}", justify="right", no_wrap=True)
     for s in summaries:
-        success_style = (
-            "green" if s.success_rate >= 0.8 else "yellow" if s.success_rate >= 0.3 else "red"
-        )
+        mark = "" if s.complete else "*"
         table.add_row(
             Text(s.env_id),
             str(s.episodes),
             str(s.distinct_tasks),
-            f"{s.mean_reward:.3f}",
-            f"[{success_style}]{s.success_rate:.0%}[/{success_style}]",
-            f"{s.mean_turns:.1f}",
-            "–" if s.mean_tokens is None else f"{s.mean_tokens:.0f}",
+            _cell(s.mean_reward, "{:.3f}", mark),
+            _success_cell(s.success_rate, mark),
+            _cell(s.mean_turns, "{:.1f}", mark),
+            _cell(s.mean_tokens, "{:.0f}", mark),
             f"[red]{s.errors}[/red]" if s.errors else "0",
             f"{s.wall_time_s:.2f}",
             *[f"{s.pass_at[k]:.3f}" if k in s.pass_at else "–" for k in ks],
         )
+    incomplete = [s for s in summaries if not s.complete]
+    if incomplete:
+        errored = sum(s.errors for s in incomplete)
+        total = sum(s.episodes for s in incomplete)
+        table.caption = (
+            f"* over completed episodes only: {errored} of {total} episodes of "
+            f"{len(incomplete)} env(s) errored"
+        )
+        table.caption_justify = "left"
+        table.caption_style = "yellow"
     return table
+
+
+def _cell(value: float | None, form: str, mark: str) -> str:
+    return "–" if value is None else form.format(value) + mark
+
+
+def _success_cell(rate: float | None, mark: str) -> str:
+    if rate is None:
+        return "–"
+    style = "green" if rate >= 0.8 else "yellow" if rate >= 0.3 else "red"
+    return f"[{style}]{rate:.0%}{mark}[/{style}]"
 
 
 def register_cli(app: typer.Typer) -> None:

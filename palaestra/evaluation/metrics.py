@@ -26,7 +26,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 @dataclass
 class EnvSummary:
-    """Aggregate results of one env id (errored episodes count only in ``errors``)."""
+    """Aggregate results of one env id. Errored episodes count only in ``errors``: the means
+    are over the ``completed`` episodes (None when none completed), so a row with errors is
+    not the whole evaluation (``complete`` is False)."""
 
     env_id: str
     episodes: int
@@ -34,15 +36,25 @@ class EnvSummary:
     """How many different tasks the clean episodes played: dataset rows (``problem_id``) where
     the env reports them, else reset seeds."""
     errors: int
-    mean_reward: float
-    success_rate: float
-    mean_turns: float
+    completed: int
+    mean_reward: float | None
+    success_rate: float | None
+    mean_turns: float | None
     mean_tokens: float | None
     wall_time_s: float
     pass_at: dict[int, float] = field(default_factory=dict)
 
+    @property
+    def complete(self) -> bool:
+        """Whether every episode finished (the means describe all of them)."""
+        return self.errors == 0
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["complete"] = self.complete
+        if not self.complete:
+            data["means_over"] = f"{self.completed} completed of {self.episodes} episodes"
+        return data
 
 
 def summarize(
@@ -69,17 +81,17 @@ def _summarize_env(
     env_id: str, episodes: list[Episode], pass_ks: Sequence[int], wall_times: dict[str, float]
 ) -> EnvSummary:
     clean = [e for e in episodes if e.error is None]
-    count = max(len(clean), 1)
     token_counts = [sum(len(t.token_ids) for t in e.turns) for e in clean]
     summary = EnvSummary(
         env_id=env_id,
         episodes=len(episodes),
         distinct_tasks=len({e.seed if e.problem_id is None else e.problem_id for e in clean}),
         errors=len(episodes) - len(clean),
-        mean_reward=sum(e.total_reward for e in clean) / count,
-        success_rate=sum(bool(e.success) for e in clean) / count,
-        mean_turns=sum(e.num_turns for e in clean) / count,
-        mean_tokens=sum(token_counts) / count if any(token_counts) else None,
+        completed=len(clean),
+        mean_reward=_mean([e.total_reward for e in clean]),
+        success_rate=_mean([float(bool(e.success)) for e in clean]),
+        mean_turns=_mean([e.num_turns for e in clean]),
+        mean_tokens=_mean(token_counts) if any(token_counts) else None,
         wall_time_s=wall_times.get(env_id, sum(e.duration_s for e in episodes)),
     )
     groups: dict[Any, list[bool]] = defaultdict(list)
@@ -91,3 +103,7 @@ def _summarize_env(
         values = [pass_at_k(len(s), sum(s), k) for s in groups.values()]
         summary.pass_at[k] = sum(values) / len(values)
     return summary
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None

@@ -99,18 +99,34 @@ def _summary_table(summaries: Sequence[EnvSummary]) -> str:
     )
     rows = []
     for s in summaries:
+        mark = "" if s.complete else "*"
+        success = "–" if s.success_rate is None else f"{_bar(s.success_rate)}{s.success_rate:.0%}"
         cells = [
             f'<td class="id">{_e(s.env_id)}</td>',
             f"<td>{s.episodes}</td>",
-            f"<td>{_fmt(s.mean_reward, 3)}</td>",
-            f"<td>{_bar(s.success_rate)}{s.success_rate:.0%}</td>",
-            f"<td>{_fmt(s.mean_turns, 1)}</td>",
-            f"<td>{_fmt(s.mean_tokens, 0)}</td>",
+            f"<td>{_fmt(s.mean_reward, 3)}{mark}</td>",
+            f"<td>{success}{mark}</td>",
+            f"<td>{_fmt(s.mean_turns, 1)}{mark}</td>",
+            f"<td>{_fmt(s.mean_tokens, 0)}{mark}</td>",
             f'<td class="{"bad" if s.errors else ""}">{s.errors}</td>',
             f"<td>{s.wall_time_s:.2f}</td>",
         ] + [f"<td>{_fmt(s.pass_at.get(k), 3)}</td>" for k in ks]
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return table + _incomplete_note(summaries)
+
+
+def _incomplete_note(summaries: Sequence[EnvSummary]) -> str:
+    """Under the table: rows marked ``*`` average over their completed episodes only."""
+    incomplete = [s for s in summaries if not s.complete]
+    if not incomplete:
+        return ""
+    errored = sum(s.errors for s in incomplete)
+    total = sum(s.episodes for s in incomplete)
+    return (
+        f'<p class="note bad">* over completed episodes only: {errored} of {total} episodes of '
+        f"{len(incomplete)} env(s) errored (their transcripts are below)</p>"
+    )
 
 
 def _bar(fraction: float) -> str:
@@ -119,16 +135,17 @@ def _bar(fraction: float) -> str:
 
 
 def _overview_chart(summaries: Sequence[EnvSummary]) -> str:
-    """Horizontal bars per env: success rate on a 0-100% axis, mean reward under it (scaled
-    to the largest), both values written at the bar's end."""
+    """Horizontal bars per env: success rate on a 0-100% axis, mean reward under it on an
+    axis from 0 to 1 (or to the largest mean return where one exceeds 1), both values written
+    at the bar's end."""
     row, label_w, bar_w, top = 24, 240, 320, 34
     height = top + row * len(summaries) + 24
-    top_reward = max((abs(s.mean_reward) for s in summaries), default=1.0) or 1.0
+    top_reward = max([1.0, *(abs(s.mean_reward or 0.0) for s in summaries)])
     parts = [
         f'<svg class="chart" viewBox="0 0 {label_w + bar_w + 150} {height}" role="img" '
         'aria-label="success rate and mean reward per env">',
         f'<text x="{label_w}" y="12" class="legend">■ success rate   '
-        f'<tspan class="alt-text">■ mean reward (bar: share of the largest, {top_reward:.2f})'
+        f'<tspan class="alt-text">■ mean reward (bar: 0 to {top_reward:g})'
         "</tspan></text>",
     ]
     axis_y = top + row * len(summaries)
@@ -140,20 +157,24 @@ def _overview_chart(summaries: Sequence[EnvSummary]) -> str:
         )
     for i, s in enumerate(summaries):
         y = top + i * row
-        success_w = bar_w * s.success_rate
-        reward_w = bar_w * max(0.0, s.mean_reward) / top_reward
+        success_w = bar_w * (s.success_rate or 0.0)
+        reward_w = bar_w * max(0.0, s.mean_reward or 0.0) / top_reward
         parts.append(
             f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end">{_e(_short(s.env_id, 36))}'
             f"<title>{_e(s.env_id)}</title></text>"
             f'<rect x="{label_w}" y="{y}" width="{success_w:.1f}" height="9" class="fill"/>'
             f'<rect x="{label_w}" y="{y + 10}" width="{reward_w:.1f}" height="6" class="alt"/>'
-            f'<text x="{label_w + bar_w + 6}" y="{y + 12}">{s.success_rate:.0%} · '
-            f'<tspan class="alt-text">{s.mean_reward:.2f}</tspan></text>'
+            f'<text x="{label_w + bar_w + 6}" y="{y + 12}">{_fmt_rate(s.success_rate)} · '
+            f'<tspan class="alt-text">{_fmt(s.mean_reward)}</tspan></text>'
         )
     parts.append(
         f'<line x1="{label_w}" y1="{axis_y}" x2="{label_w + bar_w}" y2="{axis_y}" class="axis"/></svg>'
     )
     return "".join(parts)
+
+
+def _fmt_rate(rate: float | None) -> str:
+    return "–" if rate is None else f"{rate:.0%}"
 
 
 def _short(text: str, most: int) -> str:

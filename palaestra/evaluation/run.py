@@ -8,9 +8,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import palaestra
 from palaestra.agents.base import Agent
+from palaestra.core.extras import extras_problem
 from palaestra.core.registry import UnknownEnvError
 from palaestra.core.types import Episode
 from palaestra.evaluation.metrics import EnvSummary, summarize
@@ -25,7 +27,7 @@ class EvalConfig:
     """What to evaluate: ``episodes`` tasks per env (seeds ``seed``, ``seed + 1``, ...), or with
     ``all_problems`` every problem of a dataset env exactly once (rows ``offset`` .. up to
     ``limit`` of them); each task rolled out ``samples`` times; ``pass_ks`` are the k of pass@k
-    (each needs k <= samples)."""
+    (each needs k <= samples); ``env_kwargs`` go to ``make`` for every env."""
 
     env_patterns: Sequence[str]
     episodes: int = 20
@@ -40,6 +42,7 @@ class EvalConfig:
     process_workers: int = 0
     env_server: str | None = None
     """URL of a ``palaestra serve`` server to host the envs (token: ``$PALAESTRA_ENV_SERVER_TOKEN``)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -80,21 +83,39 @@ def resolve_env_ids(patterns: Sequence[str]) -> list[str]:
     return ids
 
 
-def check_envs_load(env_ids: Sequence[str]) -> None:
-    """Make each env once, so that a missing extra fails before any episode runs (the
-    ``ImportError`` names the extra to install) rather than in every episode."""
+def check_envs_load(env_ids: Sequence[str], env_kwargs: dict[str, Any] | None = None) -> None:
+    """Check every extra the envs need and make each env once, so that a missing extra or
+    kwargs that do not fit fail before any episode runs, in one line that names the fix,
+    rather than in some episodes (a grader that imports its parser only for some answers)."""
+    problem = extras_problem(env_ids=env_ids)
+    if problem is not None:
+        raise ImportError(problem)
     for env_id in env_ids:
-        palaestra.make(env_id).close()
+        try:
+            palaestra.make(env_id, **(env_kwargs or {})).close()
+        except TypeError as error:
+            raise ValueError(f"--env-kwargs {env_kwargs} do not fit {env_id}: {error}") from error
+
+
+def check_agent_fits(agent: Agent, config: EvalConfig) -> None:
+    """Agents that play from the env's own state (oracle, random) cannot reach envs in worker
+    processes: say so before any episode runs."""
+    kind = getattr(agent, "env_policy", None)
+    if kind is not None and config.process_workers:
+        raise ValueError(
+            f"the {kind} agent reads the env's state, which --processes puts in other "
+            "processes: drop --processes, or host the envs on an env server (--env-server)"
+        )
 
 
 def eval_tasks(env_ids: Sequence[str], config: EvalConfig) -> list[Task]:
     """The tasks of an evaluation: seeds, or every problem of each dataset env exactly once."""
     if not config.all_problems:
         seeds = range(config.seed, config.seed + config.episodes)
-        return make_tasks(env_ids, seeds, group_size=config.samples)
+        return make_tasks(env_ids, seeds, group_size=config.samples, env_kwargs=config.env_kwargs)
     tasks: list[Task] = []
     for env_id in env_ids:
-        count = palaestra.make(env_id).problem_count
+        count = palaestra.make(env_id, **config.env_kwargs).problem_count
         if count is None:
             raise ValueError(
                 f"{env_id} generates its problems (no fixed set to run once each); "
@@ -102,7 +123,9 @@ def eval_tasks(env_ids: Sequence[str], config: EvalConfig) -> list[Task]:
             )
         end = count if config.limit is None else min(count, config.offset + config.limit)
         indices = range(config.offset, end)
-        tasks += make_tasks([env_id], indices=indices, group_size=config.samples)
+        tasks += make_tasks(
+            [env_id], indices=indices, group_size=config.samples, env_kwargs=config.env_kwargs
+        )
     return tasks
 
 
@@ -116,8 +139,11 @@ async def aevaluate(
     """Run the evaluation; ``on_start`` learns the number of episodes and ``on_episode`` sees
     each episode as it finishes (progress bars)."""
     env_ids = resolve_env_ids(config.env_patterns)
+    check_agent_fits(agent, config)
     if config.env_server is None:
-        check_envs_load(env_ids)
+        check_envs_load(env_ids, config.env_kwargs)
+    elif (problem := extras_problem(env_server=True)) is not None:
+        raise ImportError(problem)
     tasks = eval_tasks(env_ids, config)
     if on_start is not None:
         on_start(len(tasks))
@@ -176,6 +202,7 @@ def write_outputs(
         "episodes": len(result.episodes),
         "samples per task": config.samples,
         "tasks": _describe_tasks(config),
+        **({"env kwargs": json.dumps(config.env_kwargs)} if config.env_kwargs else {}),
         "wall time": f"{result.wall_time_s:.2f} s",
         "palaestra": palaestra.__version__,
     }
@@ -203,6 +230,7 @@ __all__ = [
     "EvalConfig",
     "EvalResult",
     "aevaluate",
+    "check_agent_fits",
     "check_envs_load",
     "eval_tasks",
     "evaluate",

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from palaestra.console import fail
+from palaestra.core.extras import extras_problem
 from palaestra.runner.network import TOKEN_ENV_VAR
 from palaestra.server.run import build_server
 from palaestra.server.sessions import ServerLimits
@@ -80,6 +81,9 @@ def serve_command(
 ) -> None:
     """Serve environments over the network (WebSocket sessions, /health, /metrics)."""
     console = Console()
+    problem = extras_problem(env_ids=envs or (), serve=True)  # before a slow start, one line
+    if problem is not None:
+        fail(console, problem)
     token = token or os.environ.get(TOKEN_ENV_VAR) or None
     try:
         limits = ServerLimits(

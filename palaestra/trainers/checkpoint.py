@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +40,20 @@ def save_checkpoint(
     """Write a checkpoint to ``directory`` (created if needed) and return its path.
 
     Also saves the global RNG states of ``random``, numpy and torch (CPU and CUDA), so code that
-    samples from them continues identically after :func:`load_checkpoint`.
+    samples from them continues identically after :func:`load_checkpoint`. The files are
+    written into a hidden sibling directory that is renamed into place at the end, so a run
+    killed mid-save (Ctrl-C) leaves its previous checkpoint as the latest, never a half one.
     """
     path = Path(directory)
-    path.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), path / MODEL_FILE)
-    torch.save({"updater": updater.state_dict(), "rng": _rng_state()}, path / TRAINER_FILE)
+    partial = path.with_name(f".{path.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    torch.save(model.state_dict(), partial / MODEL_FILE)
+    torch.save({"updater": updater.state_dict(), "rng": _rng_state()}, partial / TRAINER_FILE)
     meta = {"step": step, "data_position": data_position, **(extra or {})}
-    (path / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    (partial / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    shutil.rmtree(path, ignore_errors=True)
+    partial.rename(path)
     return path
 
 

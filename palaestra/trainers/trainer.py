@@ -55,10 +55,13 @@ from palaestra.trainers.engines import RolloutEngine, make_engine
 from palaestra.trainers.filters import apply_filters, drop_stale
 from palaestra.trainers.metrics_log import MetricsLogger
 from palaestra.trainers.placement import place_models, training_device
+from palaestra.trainers.run_dir import (
+    CHECKPOINT_DIR,
+    FINAL_MODEL_DIR,
+    latest_checkpoint,
+    refuse_used_run_dir,
+)
 from palaestra.trainers.update import PolicyUpdater
-
-CHECKPOINT_DIR = "checkpoints"
-FINAL_MODEL_DIR = "final"
 
 
 class EveryEpisodeErrored(RuntimeError):
@@ -184,11 +187,14 @@ class Trainer:
         until = self.config.steps if until is None else until
         if not 0 < until <= self.config.steps:
             raise ValueError(f"until must lie in [1, steps={self.config.steps}], got {until}")
+        if self.step == 0:
+            refuse_used_run_dir(self.output_dir)  # a fresh run never mixes with an old one
         logger = MetricsLogger(
             self.output_dir,
             self.config.log,
             run_config=self.config.model_dump(mode="json"),
             resume_from=self.step or None,
+            total_steps=self.config.steps,
             console=self.console,
         )
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -224,15 +230,20 @@ class Trainer:
         return asyncio.run(self.aevaluate())
 
     async def aevaluate(self) -> dict[str, float]:
-        """:meth:`evaluate` inside a running event loop."""
+        """:meth:`evaluate` inside a running event loop. Means are over the episodes that
+        finished; ``eval/errors`` counts the others whenever any errored."""
         tasks = self.eval_tasks()
         episodes = [e for e in await self.eval_runner.collect(tasks) if e.error is None]
+        errors = (
+            {"eval/errors": float(len(tasks) - len(episodes))} if len(episodes) < len(tasks) else {}
+        )
         if not episodes:
-            return {"eval/errors": float(len(tasks))}
+            return errors
         return {
             "eval/reward": _mean(e.total_reward for e in episodes),
             "eval/success": _mean(float(e.success is True) for e in episodes),
             "eval/turns": _mean(e.num_turns for e in episodes),
+            **errors,
         }
 
     def save_checkpoint(self) -> Path:
@@ -341,6 +352,14 @@ class Trainer:
             gamma=config.advantage.gamma,
             eps=config.advantage.eps,
         )
+        metrics["frac_zero_advantage"] = _mean(all(a == 0 for a in turns) for turns in advantages)
+        if metrics["frac_zero_advantage"] == 1.0:
+            self.console.print(
+                f"[yellow]step {self.step + 1}: every advantage is 0 (each group's episodes got "
+                "the same reward), so this step cannot change the policy; if it lasts, the task "
+                "is too hard or too easy for it (see success) or group_size is too small[/yellow]",
+                soft_wrap=True,
+            )
         batch = build_batch(
             kept,
             advantages,
@@ -407,13 +426,6 @@ def _epoch_order(config: TrainerConfig) -> EpochOrder:
         )
     held_out = range(*config.eval_rows) if config.eval_rows is not None else range(0)
     return EpochOrder(count, seed=config.seed, held_out=held_out)
-
-
-def latest_checkpoint(output_dir: str | Path) -> Path | None:
-    """The checkpoint of the highest step under ``output_dir/checkpoints``, if any."""
-    directory = Path(output_dir) / CHECKPOINT_DIR
-    steps = sorted(directory.glob("step-*")) if directory.is_dir() else []
-    return steps[-1] if steps else None
 
 
 def load_policy(config: TrainerConfig) -> tuple[nn.Module, Any]:

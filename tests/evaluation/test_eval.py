@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 
 import pytest
 import typer
@@ -106,8 +107,12 @@ def test_evaluate_summarizes_per_env_with_pass_at_k():
 def test_errored_episodes_are_counted_not_averaged():
     result = evaluate(OracleAgent(), EvalConfig(["test:Shouty-v0"], episodes=4))
     (summary,) = result.summaries
-    assert (summary.episodes, summary.errors) == (4, 1)
+    assert (summary.episodes, summary.errors, summary.completed) == (4, 1, 3)
     assert summary.mean_reward == 1.0 and summary.success_rate == 1.0
+    assert not summary.complete
+    assert summary.to_dict()["means_over"] == "3 completed of 4 episodes"
+    (crashed,) = evaluate(OracleAgent(), EvalConfig(["test:Crashy-v0"], episodes=2)).summaries
+    assert (crashed.completed, crashed.mean_reward, crashed.success_rate) == (0, None, None)
     assert [e.seed for e in result.episodes] == [0, 1, 2, 3]  # task order
 
 
@@ -177,6 +182,8 @@ def test_cli_names_errors_and_where_their_transcripts_are(tmp_path):
     result = CliRunner().invoke(_cli(), args)
     assert result.exit_code == 0, result.output
     assert "1 of 4 episode(s) errored, 1 with: RuntimeError: <b>boom</b>" in result.output
+    assert "1.000*" in result.output and "100%*" in result.output  # means over 3, marked
+    assert "* over completed episodes only: 1 of 4 episodes of 1 env(s) errored" in result.output
     assert "rerun with --out DIR" in result.output
     result = CliRunner().invoke(_cli(), [*args, "--out", str(tmp_path)])
     assert f"transcripts in {tmp_path / 'trajectories.jsonl'}" in result.output.replace("\n", "")
@@ -272,3 +279,51 @@ def test_cli_names_a_missing_agent_extra_with_its_brackets(monkeypatch):
     result = CliRunner().invoke(_cli(), ["eval", "game:Wordle-v0", "--agent", "vllm:foo"])
     assert result.exit_code == 2
     assert "pip install 'palaestra[vllm]'" in result.output
+
+
+def test_cli_checks_an_extra_a_grader_imports_late_before_any_episode(monkeypatch):
+    # the SQL grader imports sqlglot only for some answers: making the env does not show it
+    monkeypatch.setitem(sys.modules, "sqlglot", None)
+    result = CliRunner().invoke(_cli(), ["eval", "game:Wordle-v0", "sql:*", "-n", "2"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().startswith("error: sql:")
+    assert "needs the 'sql' extra (sqlglot not installed): pip install 'palaestra[sql]'" in (
+        result.output
+    )
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_cli_env_kwargs_reach_every_episode(tmp_path):
+    kwargs = '{"min_number": 3, "max_number": 3}'  # one possible number: found in one guess
+    result = CliRunner().invoke(
+        _cli(),
+        ["eval", "game:GuessTheNumber-v0", "--env-kwargs", kwargs, "-n", "4", "-o", str(tmp_path)],
+    )
+    assert result.exit_code == 0, result.output
+    (summary,) = json.loads((tmp_path / "summary.json").read_text())["envs"]
+    assert (summary["mean_turns"], summary["success_rate"]) == (1.0, 1.0)
+    assert json.loads((tmp_path / "summary.json").read_text())["meta"]["env kwargs"] == kwargs
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--env-kwargs", "{oops"], "--env-kwargs is not valid JSON"),
+        (["--env-kwargs", "[1]"], "--env-kwargs takes a JSON object"),
+        (["--env-kwargs", '{"colour": 1}'], "do not fit game:GuessTheNumber-v0"),
+        (["--agent", "hf:/nonexistent/model"], "no model at '/nonexistent/model'"),
+        (["--processes", "2"], "the oracle agent reads the env's state"),
+    ],
+)
+def test_cli_refuses_what_would_fail_later_in_one_line(args, message):
+    result = CliRunner().invoke(_cli(), ["eval", "game:GuessTheNumber-v0", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_a_mistyped_env_id_is_reported_before_the_model_loads():
+    result = CliRunner().invoke(
+        _cli(), ["eval", "game:GuessTheNumbr-v0", "--agent", "hf:/nonexistent/model"]
+    )
+    assert result.exit_code == 2
+    assert "did you mean 'game:GuessTheNumber-v0'" in result.output

@@ -59,3 +59,23 @@ def test_a_tic_tac_toe_draw_is_not_a_success(tmp_path):
     assert all(e.total_reward == 0.5 and e.success is False for e in result.episodes)
     page = _report(tmp_path, result.episodes)
     assert "badge ok" not in page and page.count('class="badge no">fail') == 4
+
+
+def _reward_bar_width(page: str) -> float:
+    """The width of the one env's mean-reward bar in the overview chart (axis: 320)."""
+    (width,) = re.findall(r'<rect x="\d+" y="\d+" width="([\d.]+)" height="6" class="alt"/>', page)
+    return float(width)
+
+
+def test_the_mean_reward_bar_is_on_a_fixed_axis_not_scaled_to_the_largest(tmp_path):
+    low = [_episode(seed, turns=1, reward=0.06, success=False) for seed in range(4)]
+    assert _reward_bar_width(_report(tmp_path, low)) == pytest.approx(320 * 0.06, abs=0.1)
+    shaped = [_episode(seed, turns=1, reward=2.0, success=True) for seed in range(4)]
+    assert _reward_bar_width(_report(tmp_path, shaped)) == pytest.approx(320, abs=0.1)
+
+
+def test_a_row_with_errored_episodes_is_marked_and_explained(tmp_path):
+    crashed = Episode("x:Game-v0", 7, "task", error="RuntimeError: boom")
+    page = _report(tmp_path, [_episode(1, turns=2, reward=1.0, success=True), crashed])
+    assert "<td>1.000*</td>" in page
+    assert "* over completed episodes only: 1 of 2 episodes of 1 env(s) errored" in page

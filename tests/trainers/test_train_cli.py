@@ -92,14 +92,83 @@ def test_train_from_a_config_then_resume(tmp_path: Path) -> None:
     first = runner.invoke(app, ["train", str(path), "-q"])  # output_dir from the config
     assert first.exit_code == 0, first.output
     assert "done: 2 steps" in first.output and not Path("None").exists()
+    _fails_in_two_lines(
+        ["train", str(path), "--resume", "--steps", "2"], "nothing is left to train"
+    )
     resumed = runner.invoke(
         app, ["train", str(path), "--output-dir", str(out), "--steps", "3", "--resume", "-q"]
     )
     assert resumed.exit_code == 0, resumed.output
-    assert "resumed at step 2" in resumed.output
+    assert "resumed at step 2: training steps 3-3" in resumed.output
     assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1, 2, 3]
     assert (out / "checkpoints" / "step-000003").is_dir()
     assert (out / "final" / "config.json").exists()
+
+
+def _earlier_run(out: Path, last_step: int) -> None:
+    """What a finished run leaves: checkpoints up to ``last_step`` and a metrics record per step."""
+    checkpoint = out / "checkpoints" / f"step-{last_step:06d}"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "meta.json").write_text(f'{{"step": {last_step}}}')
+    lines = [f'{{"step": {step}, "reward": 0.5}}\n' for step in range(last_step + 1)]
+    (out / "metrics.jsonl").write_text("".join(lines))
+
+
+def test_a_fresh_run_refuses_a_used_output_dir_or_clears_it_on_request(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="training needs torch (extra 'train')")
+    pytest.importorskip("transformers", reason="training needs transformers (extra 'train')")
+    from palaestra.trainers.metrics_log import read_metrics
+    from tests.trainers.letter_env import ENV_ID, register_once
+
+    register_once()
+    model_dir = _tiny_model_dir(tmp_path)
+    out = tmp_path / "out"
+    path = _write_config(
+        tmp_path,
+        f"model: {{path: {model_dir}}}\noutput_dir: {out}\nsteps: 1\n"
+        f"rollout: {{env_id: '{ENV_ID}', group_size: 2, groups_per_step: 2, max_new_tokens: 2}}\n",
+    )
+    _earlier_run(out, last_step=40)  # the quick start's run, then `train ... --steps 2`
+    metrics_before = (out / "metrics.jsonl").read_text()
+    _fails_in_two_lines(["train", str(path)], "already holds a run", "step-000040", "--overwrite")
+    assert (out / "metrics.jsonl").read_text() == metrics_before  # untouched
+    _fails_in_two_lines(
+        ["train", str(path), "--resume", "--steps", "3"], "at step 40", "nothing is left to train"
+    )
+    again = runner.invoke(app, ["train", str(path), "--overwrite"])
+    assert again.exit_code == 0, again.output
+    assert "cleared the earlier run" in again.output
+    step_lines = [line for line in again.output.splitlines() if "step 1/1  reward" in line]
+    assert len(step_lines) == 1 and "zero-adv" in step_lines[0], again.output
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1]
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000001"]
+    assert (model_dir / "config.json").is_file()  # only the run's own outputs are cleared
+
+
+def test_ctrl_c_ends_training_with_one_line_and_exit_130_then_resumes(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="training needs torch (extra 'train')")
+    pytest.importorskip("transformers", reason="training needs transformers (extra 'train')")
+    from tests.trainers.faulty_envs import INTERRUPTING_ID, register_faulty_envs
+
+    register_faulty_envs()
+    model_dir = _tiny_model_dir(tmp_path)
+    out = tmp_path / "out"
+    path = _write_config(
+        tmp_path,
+        f"model: {{path: {model_dir}}}\noutput_dir: {out}\nsteps: 2\nsave_every: 1\n"
+        f"rollout: {{env_id: '{INTERRUPTING_ID}', group_size: 2, groups_per_step: 1}}\n",
+    )
+    result = runner.invoke(app, ["train", str(path), "-q"])  # Ctrl-C at step 2's rollouts
+    assert result.exit_code == 130, result.output
+    line = (
+        f"interrupted at step 1: the last checkpoint is {out / 'checkpoints' / 'step-000001'}; "
+        "continue with --resume"
+    )  # after the model's loading bar (stderr, mixed in here), nothing else: no traceback
+    assert result.output.rstrip().endswith(line) and result.output.count("interrupted") == 1
+    assert "Traceback" not in result.output and "Aborted" not in result.output
+    resumed = runner.invoke(app, ["train", str(path), "-q", "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert "resumed at step 1" in resumed.output and "done: 2 steps" in resumed.output
 
 
 def _write_config(tmp_path: Path, text: str) -> Path:
