@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from typing import Any
 
 import palaestra
@@ -24,9 +25,15 @@ from palaestra.runner.process import (
 )
 from palaestra.runner.tasks import Task
 
+logger = logging.getLogger(__name__)
+
 
 class EnvWorker:
     """The actor class: one process hosting envs by handle number."""
+
+    def ready(self) -> bool:
+        """Answers once the actor is placed and started."""
+        return True
 
     def reset(self, handle: int, spec: EnvSpec, kwargs: dict, seed: Any, options: Any) -> Any:
         return reset_in_worker(handle, spec, kwargs, seed, options)
@@ -74,14 +81,23 @@ class RayEnvHost:
     """An env host of ``workers`` Ray actors, ``num_cpus`` each, spread over the cluster.
 
     Needs a connected Ray (``ray.init()`` locally, ``ray.init(address="auto")`` on a cluster);
-    ``timeout_s`` bounds every env call. ``close()`` kills the actors.
+    ``timeout_s`` bounds every env call. Actors the cluster cannot place within
+    ``placement_timeout_s`` are dropped with a warning (all of them: an error), so no episode
+    waits on one. ``close()`` kills the actors.
 
     >>> ray.init(address="auto")  # doctest: +SKIP
     >>> host = RayEnvHost(workers=64)  # doctest: +SKIP
     >>> episodes = Runner(agent, host=host, concurrency=256).run(tasks)  # doctest: +SKIP
     """
 
-    def __init__(self, workers: int, *, num_cpus: float = 1.0, timeout_s: float = 600.0):
+    def __init__(
+        self,
+        workers: int,
+        *,
+        num_cpus: float = 1.0,
+        timeout_s: float = 600.0,
+        placement_timeout_s: float = 60.0,
+    ):
         import ray
 
         if workers < 1:
@@ -96,6 +112,32 @@ class RayEnvHost:
         self.dead: set[int] = set()
         self.timeout_s = timeout_s
         self._handles = itertools.count()
+        self._place(num_cpus, placement_timeout_s)
+
+    def _place(self, num_cpus: float, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for every actor to start; those the cluster cannot place
+        by then are killed and never get an episode (a warning says so), and none placed at
+        all is an error."""
+        import ray
+
+        ready = {actor.ready.remote(): worker for worker, actor in enumerate(self.actors)}
+        _, waiting = ray.wait(list(ready), num_returns=len(ready), timeout=timeout_s)
+        unplaced = sorted(ready[ref] for ref in waiting)
+        if not unplaced:
+            return
+        for worker in unplaced:
+            ray.kill(self.actors[worker])
+            self.dead.add(worker)
+        workers = len(self.actors)
+        problem = (
+            f"{len(unplaced)} of {workers} Ray env workers could not be placed within "
+            f"{timeout_s:g} s (each asks for num_cpus={num_cpus:g}; the cluster has "
+            f"{ray.cluster_resources().get('CPU', 0):g} CPUs)"
+        )
+        if len(unplaced) == workers:
+            self.close()
+            raise RuntimeError(f"{problem}: lower workers or num_cpus, or add nodes")
+        logger.warning("%s; running on the %d placed", problem, workers - len(unplaced))
 
     async def call(self, worker: int, method: str, *args: Any) -> Any:
         """Run ``method`` on actor ``worker``; a dead or silent actor raises."""

@@ -103,3 +103,22 @@ def test_a_node_lost_mid_run_errors_its_episodes_and_the_run_finishes(cluster):
     assert all(e.num_turns == 10 for e in episodes if e.error is None)
     assert len(host.dead) == 2
     _wait_until_no_actor_is_alive()
+
+
+def test_actors_the_cluster_cannot_place_never_get_an_episode(cluster, caplog):
+    from palaestra.runner.ray_host import RayEnvHost
+
+    host = RayEnvHost(workers=6, num_cpus=1, placement_timeout_s=10)  # four CPUs in all
+    try:
+        assert "2 of 6 Ray env workers could not be placed" in caplog.text
+        assert len(host.dead) == 2
+        runner = Runner(PolicyAgent(lambda obs: "\\boxed{25}"), host=host, concurrency=12)
+        episodes = runner.run(make_tasks(["game:GuessTheNumber-v0"], range(24)))
+        assert [e.error for e in episodes] == [None] * 24  # none waited on an unplaced actor
+        assert len(_alive_actor_nodes()) == 4
+    finally:
+        host.close()
+    _wait_until_no_actor_is_alive()
+    with pytest.raises(RuntimeError, match="2 of 2 Ray env workers could not be placed"):
+        RayEnvHost(workers=2, num_cpus=8, placement_timeout_s=2)
+    _wait_until_no_actor_is_alive()
