@@ -3,8 +3,10 @@
 Each worker is a one-process executor holding its envs in a dict, so every call of an
 episode reaches the process that holds its env. The worker-side functions
 (:func:`reset_in_worker`, :func:`step_in_worker`, :func:`release_in_worker`) serve any
-one-process worker: Ray actors (:mod:`palaestra.runner.ray_host`) call them too. Episodes are spread over the workers
-least-loaded first. Workers rebuild an env from its registered spec, wrapper stack included.
+one-process worker: Ray actors (:mod:`palaestra.runner.ray_host`) call them too. Episodes
+are spread over the workers least-loaded first. Workers rebuild an env from its registered
+spec, wrapper stack included. A worker process that dies fails the envs it held
+(:class:`WorkerDied`) and is replaced by a fresh one.
 """
 
 from __future__ import annotations
