@@ -12,12 +12,17 @@ from __future__ import annotations
 import json
 import math
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 from palaestra.sandboxes import ExecResult, Sandbox
 from palaestra.verifiers._programs import CHECKER
 from palaestra.verifiers.code_calls import GRADER_OUTPUT_BYTES
 from palaestra.verifiers.code_errors import error_location, last_error, stderr_tail
 from palaestra.verifiers.code_types import Judging, Problem, TestReport
+
+PARALLEL_CASES = 4
+"""Cases of one problem run at once (each in its own sandbox run; the sandbox's pool bounds
+how many runs proceed together across problems)."""
 
 CHECKER_TIMEOUT = 30.0
 """Seconds a checker run may take (it runs only the problem's own trusted code)."""
@@ -28,24 +33,34 @@ _DECIMAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][+-]?\d+)")
 def grade_stdio(
     sandbox: Sandbox, problem: Problem, code: str, *, timeout: float, stop_early: bool = False
 ) -> TestReport:
-    """Run ``code`` on each case's stdin; ``stop_early`` ends at the first failure."""
+    """Run ``code`` on each case's stdin, :data:`PARALLEL_CASES` at a time; ``stop_early``
+    runs them in waves of that many and ends with the wave of the first failure."""
     judging, failures, total = problem.judging, [], len(problem.cases)
-    for index, (stdin, expected) in enumerate(problem.cases):
+
+    def judge(case: tuple[str, str]) -> str | None:
         result = sandbox.run(
             code,
-            stdin=stdin,
+            stdin=case[0],
             timeout=judging.time_limit or timeout,
             memory_mb=judging.memory_mb,
             max_output_bytes=GRADER_OUTPUT_BYTES,
         )
-        failure = _judge_case(sandbox, judging, code, stdin, expected, result)
-        if failure is None:
-            continue
-        failures.append(failure)
-        if stop_early and index + 1 < total:
-            passed = index + 1 - len(failures)
-            failures.append(f"{total - index - 1} later tests not run (all-or-nothing reward)")
-            return TestReport(passed, total, failures)
+        return _judge_case(sandbox, judging, code, case[0], case[1], result)
+
+    width = min(PARALLEL_CASES, total) or 1
+    wave = width if stop_early else total  # early stop: waves, so a failure ends the next
+    with ThreadPoolExecutor(width) as pool:
+        for start in range(0, total, wave):
+            for index, failure in enumerate(
+                pool.map(judge, problem.cases[start : start + wave]), start
+            ):
+                if failure is None:
+                    continue
+                failures.append(failure)
+                if stop_early and index + 1 < total:
+                    passed = index + 1 - len(failures)
+                    failures.append(f"{total - index - 1} later tests not counted (all-or-nothing reward)")  # fmt: skip
+                    return TestReport(passed, total, failures)
     return TestReport(total - len(failures), total, failures)
 
 

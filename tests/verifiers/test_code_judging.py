@@ -10,6 +10,7 @@ whatever the function returns).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 
 import pytest
@@ -18,6 +19,7 @@ from palaestra.envs.code.problems import CodeProblem
 from palaestra.sandboxes import ExecResult, LocalSandbox
 from palaestra.verifiers.code import FunctionProblem, Judging, grade, outputs_match
 from palaestra.verifiers.code_calls import GRADER_OUTPUT_BYTES, MAX_LOST_CALLS
+from palaestra.verifiers.code_stdio import PARALLEL_CASES
 
 
 @pytest.fixture(scope="module")
@@ -172,23 +174,25 @@ def test_an_endless_program_costs_at_most_a_few_time_limits(box: LocalSandbox) -
 
 
 class Counting:
-    """A sandbox that counts the candidate's runs."""
+    """A sandbox that counts the candidate's runs (from several threads)."""
 
     def __init__(self, sandbox: LocalSandbox) -> None:
-        self.sandbox, self.runs = sandbox, 0
+        self.sandbox, self.runs, self.lock = sandbox, 0, threading.Lock()
 
     def run(self, code: str, **kwargs: object) -> ExecResult:
-        self.runs += 1
+        with self.lock:
+            self.runs += 1
         return self.sandbox.run(code, **kwargs)
 
 
 def test_all_or_nothing_stops_at_the_first_failure(box: LocalSandbox) -> None:
-    problem = stdio([("1\n", "2\n"), ("2\n", "4\n"), ("3\n", "6\n")])
+    problem = stdio([(f"{n}\n", f"{2 * n}\n") for n in range(1, 13)])
     counting = Counting(box)
     report = grade(counting, problem, "print(0)", stop_early=True)
-    assert (counting.runs, report.passed) == (1, 0) and "2 later tests not run" in report.failures[-1]  # fmt: skip
+    assert counting.runs == PARALLEL_CASES and report.passed == 0  # one wave, not 12 runs
+    assert "11 later tests not counted" in report.failures[-1]
     counting.runs = 0
-    assert grade(counting, problem, "print(0)").passed == 0 and counting.runs == 3
+    assert grade(counting, problem, "print(0)").passed == 0 and counting.runs == 12
     endless = calls("sq", [([10**9], 0), ([3], 9)])
     assert grade(box, endless, SLOW_SQUARE, timeout=0.5, stop_early=True).passed == 0
 
