@@ -30,10 +30,11 @@ READ_CHUNK = 65536
 RSS_ESTIMATE_SHARE = 0.5  # without a memory cgroup: peak RSS share that counts as exceeded
 MAX_STATUS_BYTES = 4096
 """A session cell's status is a few dozen bytes; a longer frame is malformed."""
-DISCARD_INTERVAL = 0.02
+DISCARD_INTERVAL = 0.01
 """How often output past the cap is thrown away once a run reached it: meanwhile the run's
-writers wait for room in the pipe, so a flood costs the worker fifty wake-ups a second
-and a splice each (at most 50 MiB/s thrown away), not a read of every byte."""
+writers wait for room in the pipe, so a flood costs the worker a hundred wake-ups a second
+and a splice each, not a read of every byte; a run that writes faster than 100 MiB/s past
+the cap is slowed to that."""
 DISCARD_PIPE_BYTES = 1 << 20
 """The pipe size a stream past the cap gets (the default unprivileged maximum)."""
 HANDOFF_SECONDS = 10.0
