@@ -256,3 +256,27 @@ def test_train_without_the_train_extra_names_it(tmp_path: Path, monkeypatch) -> 
     monkeypatch.setitem(sys.modules, "palaestra.trainers.trainer", None)  # as if torch were missing
     path = _write_config(tmp_path, "steps: 1\n")
     _fails_in_two_lines(["train", str(path)], "pip install 'palaestra[train]'")
+
+
+def test_step_lines_stay_whole_in_a_narrow_log_and_zero_advantage_is_flagged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("torch", reason="training needs torch (extra 'train')")
+    pytest.importorskip("transformers", reason="training needs transformers (extra 'train')")
+    monkeypatch.setattr(train_cli, "Console", lambda: Console(width=40))  # a narrow log file
+    model_dir = _tiny_model_dir(tmp_path)
+    path = _write_config(  # 2 new tokens never write a whole guess: every reward is 0
+        tmp_path,
+        f"model: {{path: {model_dir}}}\noutput_dir: {tmp_path / 'out'}\nsteps: 2\n"
+        "rollout: {env_id: 'game:GuessTheNumber-v0', group_size: 2, groups_per_step: 1, "
+        "max_new_tokens: 2}\n",
+    )
+    result = runner.invoke(app, ["train", str(path)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    for step in (1, 2):
+        (line,) = [line for line in lines if f"step {step}/2  reward 0.000" in line]
+        assert "zero-adv 1.00" in line and "update" in line  # the whole record on one line
+        (warning,) = [line for line in lines if f"step {step}: every advantage" in line]
+        assert "cannot change the policy" in warning
+    assert "~" in next(line for line in lines if "step 1/2  reward" in line)  # time left
