@@ -11,7 +11,7 @@ Phases (each ``--seconds`` long, ``--sessions`` sessions on one client connectio
 
 Reported per phase: steps/s, step and reset latency p50/p99 (ms), errored requests (with
 their first messages), episodes/s, the mean reward (SQL: 1.0 when no correct query
-failed), and the server's RSS (MB) sampled every 10 s. The run
+failed), and the RSS (MB) of the server and its worker processes, sampled every 10 s. The run
 stops by itself; every server it starts is stopped.
 
     python benchmarks/bench_serve_soak.py --sessions 500 --seconds 120
@@ -52,6 +52,12 @@ palaestra.register("soak:ThreadedEcho-v0", ThreadedEcho)
 stepping = Stepping(sys.argv[2], int(sys.argv[3]) if sys.argv[3] != "0" else None)
 build_server(port=int(sys.argv[1]), stepping=stepping, limits=ServerLimits(max_sessions=4096)).run()
 """
+
+
+def tree_rss_mb(pid: int) -> float:
+    """RSS of the server and its worker processes (``--step-executor processes``)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return rss_mb(pid) + sum(rss_mb(int(child)) for child in children)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -144,12 +150,12 @@ async def phase(
         runs = [echo_session(client, tally, stop_at) for _ in range(sessions)]
     else:
         runs = [sql_session(client, tally, stop_at, answers, i) for i in range(sessions)]
-    rss = [round(rss_mb(pid))]
+    rss = [round(tree_rss_mb(pid))]
 
     async def sample() -> None:
         while True:
             await asyncio.sleep(10)
-            rss.append(round(rss_mb(pid)))
+            rss.append(round(tree_rss_mb(pid)))
 
     sampler = asyncio.ensure_future(sample())
     started = time.perf_counter()
