@@ -9,7 +9,7 @@ envs generate tasks and grade from (``_sources.py``) and files that name host pa
 the run's root: read-only binds at the same paths (their parent directories are the view's
 own, so a ``0700`` home on the way does not matter), the hidden paths covered by empty ones,
 neutral ``/etc/passwd``, ``/etc/group`` and ``/etc/hosts`` (user ``sandbox``, uid 1000), a
-fresh ``/proc``, a few device nodes, and a size- and inode-limited tmpfs as ``/tmp``, the
+fresh ``/proc`` (its boot id and machine-wide counters empty), a few device nodes, and a size- and inode-limited tmpfs as ``/tmp``, the
 work dir. Without one, Landlock allows reads of the same paths (``palaestra/sandboxes/
 _confine.py``).
 """
