@@ -53,9 +53,11 @@ def math_verify_direct(completion: str, gold: str | list[str]) -> float:
 @pytest.fixture(scope="module")
 def graded() -> list[tuple[dict, MathGrade, float]]:
     """(case, palaestra's grade, math-verify's score) for every case. palaestra grades in
-    its worker processes while math-verify runs here, so the two overlap."""
+    its worker processes while math-verify runs here, so the two overlap. math-verify bounds
+    the gold's parse, the answer's parse and the comparison at 5 s each; palaestra gets the
+    same 15 s for the whole call, so a loaded machine slows both alike."""
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
-    verifier = MathVerifier(max_workers=2)
+    verifier = MathVerifier(max_workers=2, timeout=15)
     try:
         with ThreadPoolExecutor(2) as pool:
             ours = pool.map(lambda c: verifier.grade(c["completion"], c["gold"]), CASES)
