@@ -473,11 +473,14 @@ def execution_match(
 
 
 class GoldCache:
-    """Gold results by (database file, its version, query, limits), and an open
-    :class:`SQLiteDatabase` per file, the :data:`capacity` most recently used kept: the
-    suite's databases answer every check, so their golds run once per question."""
+    """Gold results by (database file, its version, query, row cap), and an open
+    :class:`SQLiteDatabase` per file, the most recently used kept: the suite's databases
+    answer every check, so their golds run once per question."""
 
     capacity = 256
+    """Gold results kept."""
+    open_files = 32
+    """SQLite files kept open (each holds its file against the cache's eviction)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -493,7 +496,7 @@ class GoldCache:
                 database = None
             database = database or SQLiteDatabase(path)
             self._databases[path] = database
-            while len(self._databases) > 32:
+            while len(self._databases) > self.open_files:
                 self._databases.popitem(last=False)[1].close()
             return database
 
@@ -514,12 +517,13 @@ class GoldCache:
 
 
 _golds: GoldCache | None = None
+_golds_lock = threading.Lock()
 
 
 def default_golds() -> GoldCache:
     """The :class:`GoldCache` :func:`execution_match` shares (made under a lock)."""
     global _golds
-    with _pool_lock:
+    with _golds_lock:
         if _golds is None:
             _golds = GoldCache()
         return _golds
