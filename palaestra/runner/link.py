@@ -172,8 +172,7 @@ class Link(asyncio.Protocol):
             return
         self._flush()  # pongs, and the reply to a closing handshake
         if protocol.state is State.CLOSED or protocol.close_expected():
-            reason = protocol.close_reason
-            self._fail(f"closed the connection ({reason})" if reason else "closed the connection")
+            self._fail_closed()
 
     def eof_received(self) -> None:
         self.protocol.receive_eof()
@@ -228,7 +227,7 @@ class Link(asyncio.Protocol):
         if not self._open:
             return
         if self.protocol.state is not State.OPEN:  # its end is read, not yet handled
-            self._fail("closed the connection")
+            self._fail_closed()
             return
         for frame in _frames(queued):
             self.protocol.send_text(encode_frame(frame).encode())
@@ -284,6 +283,12 @@ class Link(asyncio.Protocol):
         except asyncio.CancelledError:
             self._fail("connection closed with its event loop")
             raise
+
+    def _fail_closed(self) -> None:
+        """Fail the link the server closed, with the reason it gave."""
+        received = self.protocol.close_rcvd  # its close frame, before the socket closes too
+        reason = received.reason if received is not None else None
+        self._fail(f"closed the connection ({reason})" if reason else "closed the connection")
 
     def _fail(self, reason: str, code: str | None = None) -> None:
         """Fail every pending request and drop the socket (the server then closes this
