@@ -42,7 +42,7 @@ class Runner:
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         exit_code, exited = 0, False
         try:
-            exec(compile(code, filename, "exec"), self.main.__dict__)
+            exec(compile(code, filename, "exec", dont_inherit=True), self.main.__dict__)
         except SystemExit as exc:
             exited = True
             if exc.code is None or isinstance(exc.code, int):

@@ -65,6 +65,13 @@ def test_exception_is_a_result(backend: Sandbox) -> None:
     assert result.exit_code == 1 and "ValueError: bad value" in result.stderr
 
 
+def test_code_compiles_as_plain_python_would(backend: Sandbox) -> None:
+    """No compiler flag of the sandbox's own code (``from __future__ import annotations``)
+    reaches the run: an annotation naming an undefined name fails as it does in python."""
+    result = backend.run("def f(x: List[int]) -> None:\n    pass")
+    assert result.exit_code == 1 and "NameError: name 'List' is not defined" in result.stderr
+
+
 def test_files_and_stdin(backend: Sandbox) -> None:
     files = {"solution.py": "def add(a, b):\n    return a + b\n", "data/n.txt": "40"}
     code = "from solution import add\nprint(add(int(open('data/n.txt').read()), int(input())))"
