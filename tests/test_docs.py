@@ -45,6 +45,7 @@ NEEDS = (
     "a Docker engine",
     "a Ray cluster",
     "hours of CPU",
+    "root",
 )
 MARKER = re.compile(r"^#\s*needs:\s*(.+)$")
 SLOW = re.compile(r'palaestra train|GRPOTrainer\(|examples/|--all\b|HumanEval|eval "game:\*"')
