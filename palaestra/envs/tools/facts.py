@@ -83,13 +83,14 @@ CENT = Decimal("0.01")
 
 
 def normal_amount(text: str) -> str | None:
-    """``"$1,234.5"`` -> ``"1234.50"``; amounts finer than cents keep their digits."""
+    """``"$1,234.5"`` -> ``"1234.50"``; amounts finer than cents keep their digits; None for
+    what is no amount (or too long to be one)."""
     try:
         amount = abs(Decimal(text.replace(",", "").replace("$", "").strip())).normalize()
+        if amount.as_tuple().exponent >= -2:  # type: ignore[operator]
+            return str(amount.quantize(CENT))
     except InvalidOperation:
         return None
-    if amount.as_tuple().exponent >= -2:  # type: ignore[operator]
-        return str(amount.quantize(CENT))
     return str(amount)
 
 
@@ -233,7 +234,7 @@ def _time_of(match: re.Match[str]) -> str | None:
 def _normal_number(text: str) -> str:
     """A bare number without separators or leading zeros (``"0,042"`` -> ``"42"``)."""
     digits = text.replace(",", "")
-    return str(int(digits)) if digits.isdigit() else digits
+    return (digits.lstrip("0") or "0") if digits.isdigit() else digits  # int() caps digits
 
 
 def plain(text: str) -> str:
@@ -324,7 +325,8 @@ def derived(kind: str, value: str, seen: Mapping[str, set[str]]) -> bool:
             for other in amounts
         )
     if kind == TIME:
-        minutes = {int(n) for n in seen.get(NUMBER, set()) if n.isdigit() and int(n) <= MAX_MINUTES}
+        numbers = seen.get(NUMBER, set())
+        minutes = {int(n) for n in numbers if n.isdigit() and len(n) <= 4 and int(n) <= MAX_MINUTES}
         hour, minute = (int(part) for part in value.split(":"))
         return any(
             (hour * 60 + minute - int(h) * 60 - int(m)) in minutes
