@@ -83,7 +83,6 @@ def grade(
 def _grade_function(
     sandbox: Sandbox, problem: Problem, code: str, timeout: float, stop_early: bool
 ) -> TestReport:
-    judging = problem.judging
     table: dict[str, dict[str, Any]] = {}
     spec = {"prompt": problem.prompt, "tests": problem.tests, "entry_point": problem.entry_point}
     for _ in range(MAX_ROUNDS):
@@ -95,13 +94,7 @@ def _grade_function(
             break
         table.update(
             call_candidate(
-                sandbox,
-                code,
-                missing,
-                timeout=judging.time_limit or timeout,
-                memory_mb=judging.memory_mb,
-                preamble=judging.preamble,
-                stop_on_failure=stop_early,
+                sandbox, code, missing, problem.judging, timeout=timeout, stop_on_failure=stop_early
             )
         )
     failures = [_describe(verdict) for verdict in verdicts if verdict.get("error", "") is not None]

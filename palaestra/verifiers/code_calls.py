@@ -25,7 +25,7 @@ from palaestra.sandboxes import ExecResult, Sandbox
 from palaestra.verifiers._plain import Unencodable, decode, dumps
 from palaestra.verifiers._programs import CALLER
 from palaestra.verifiers.code_errors import error_location, last_error
-from palaestra.verifiers.code_types import Problem, TestReport
+from palaestra.verifiers.code_types import Judging, Problem, TestReport
 
 GRADER_OUTPUT_BYTES = 64_000_000
 """What the grader reads of a candidate run's stdout (not the sandbox's user-facing cap)."""
@@ -39,13 +39,18 @@ def call_candidate(
     sandbox: Sandbox,
     code: str,
     keys: Sequence[str],
+    judging: Judging,
     *,
     timeout: float,
-    memory_mb: int | None = None,
-    preamble: str | None = None,
     stop_on_failure: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Each call in ``keys`` -> ``{"value": tree}`` or ``{"raised": [name, text]}``."""
+    """Each call in ``keys`` -> ``{"value": tree}`` or ``{"raised": [name, text]}``, under
+    the problem's ``judging`` (its time limit, else ``timeout``; memory; preamble)."""
+    preamble, memory_mb, timeout = (
+        judging.preamble,
+        judging.memory_mb,
+        judging.time_limit or timeout,
+    )
     files = {"solution.py": code} | ({"preamble.py": preamble} if preamble else {})
     replies: dict[str, dict[str, Any]] = {}
     pending, lost = list(dict.fromkeys(keys)), 0
@@ -134,13 +139,7 @@ def grade_calls(
     judging, name = problem.judging, problem.entry_point or ""
     keys = [call_key(name, args) for args, _ in problem.calls]
     replies = call_candidate(
-        sandbox,
-        code,
-        keys,
-        timeout=judging.time_limit or timeout,
-        memory_mb=judging.memory_mb,
-        preamble=judging.preamble,
-        stop_on_failure=stop_early,
+        sandbox, code, keys, judging, timeout=timeout, stop_on_failure=stop_early
     )
     tolerance = judging.tolerance if judging.compare == "float" else None
     failures = []
