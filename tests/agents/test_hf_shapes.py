@@ -170,4 +170,5 @@ def test_decode_steps_keep_one_shape_while_rows_join_and_leave(tokenizer):
     lengths = {len(a.token_ids) for a in actions}
     assert len(lengths) > 1 and len(set(agent.step_rows)) > 2  # rows left and joined
     steps = census.recorded(DECODE_THREAD, decode_only=True)
-    assert sum(f.new_shape for f in steps) <= 2  # 4 slots; the width may grow once
+    # 4 slots, 8 if the late rows join before an early one has left; the width may grow once
+    assert len(steps) >= 30 and sum(f.new_shape for f in steps) <= 3

@@ -189,7 +189,8 @@ def test_all_or_nothing_stops_at_the_first_failure(box: LocalSandbox) -> None:
     problem = stdio([(f"{n}\n", f"{2 * n}\n") for n in range(1, 13)])
     counting = Counting(box)
     report = grade(counting, problem, "print(0)", stop_early=True)
-    assert counting.runs == PARALLEL_CASES and report.passed == 0  # one wave, not 12 runs
+    # one wave at most (a case of it not yet started when the first fails is cancelled)
+    assert counting.runs <= PARALLEL_CASES and report.passed == 0
     assert "11 later tests not counted" in report.failures[-1]
     counting.runs = 0
     assert grade(counting, problem, "print(0)").passed == 0 and counting.runs == 12
