@@ -160,6 +160,10 @@ _FOUR_DIGITS = re.compile(r"(?<![\w$.,:/-])\d{4}(?![\w:/-]|[.,]\d)")
 _ANY_FOUR = re.compile(r"(?<!\d)\d{4}(?!\d)")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[a-z0-9']+")
+_LONG_RUN = re.compile(r"\w{65,}")
+"""A run of letters and digits longer than any value (an id, amount, phone or name word):
+read as no value, and blanked before the value patterns, which would otherwise scan it once
+for each position in it (a 64 kB run of digits took seconds per message)."""
 
 
 def values(text: str, vocabulary: Vocabulary = Vocabulary()) -> Values:
@@ -170,6 +174,7 @@ def values(text: str, vocabulary: Vocabulary = Vocabulary()) -> Values:
     ({'1234.50'}, {'13:00'}, {'0042'}, {'W1001'})
     """
     found: Values = {kind: set() for kind in (*GRADED, REASON, DATE, PHONE, NUMBER)}
+    text = _LONG_RUN.sub(" ", text)
     rest = _take(_IDS, text, found[ID], lambda m: normal_id(m.group()))
     rest = _take(_DATE, rest, found[DATE], lambda m: m.group())
     rest = _take(_PHONE, rest, found[PHONE], lambda m: re.sub(r"\D", "", m.group()))
@@ -191,6 +196,7 @@ def shown(text: str, vocabulary: Vocabulary = Vocabulary()) -> Values:
     an amount (tools print ``"price": 24.5``), every four-digit run as last four digits, every
     id-like token (also inside longer ids) and a full name's surname alone."""
     seen = values(text, vocabulary)
+    text = _LONG_RUN.sub(" ", text)
     seen[AMOUNT] |= {a for m in _NUMBER.finditer(text) if (a := normal_amount(m.group()))}
     seen[DIGITS] |= set(_ANY_FOUR.findall(text))
     seen[ID] |= {normal_id(m) for pattern in _ANY_IDS for m in pattern.findall(text)}
