@@ -105,18 +105,15 @@ def owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def remove_orphans(client: Any) -> int:
+def remove_orphans(client: Any) -> None:
     """Remove sandbox containers whose owner, a process of this host, is gone (it was
-    killed before it could close its sandbox); returns how many were removed."""
+    killed before it could close its sandbox)."""
     host = socket.gethostname()
-    removed = 0
     for container in client.api.containers(all=True, filters={"label": LABEL}):
         owner_host, _, pid = container["Labels"].get(LABEL, "").rpartition(":")
         if owner_host == host and pid.isdigit() and not _process_exists(int(pid)):
             with contextlib.suppress(Exception):  # removed meanwhile
                 client.api.remove_container(container["Id"], force=True)
-                removed += 1
-    return removed
 
 
 def _process_exists(pid: int) -> bool:
