@@ -287,7 +287,7 @@ def test_an_answer_never_carries_over_to_another_database(domain):
 @pytest.mark.slow
 def test_a_memorising_policy_wins_on_one_database_and_not_across_seeds():
     train, held_out = range(300), range(HELD_OUT_FIRST_SEED, HELD_OUT_FIRST_SEED + 300)
-    pinned = palaestra.make("sql:Flights-Easy-v0", db_seed=0, suite=0)
+    pinned = palaestra.make("sql:Flights-Easy-v0", db_seed=0, suite=0, fuzzed=0)
     rate, asked = _memoriser_success(pinned, train, held_out)
     assert asked >= 20 and rate >= 0.8  # one database, no test suite: memorised answers win
     rate, asked = _memoriser_success(palaestra.make("sql:Flights-Easy-v0"), train, held_out)
@@ -300,11 +300,11 @@ def test_a_memorising_policy_wins_on_one_database_and_not_across_seeds():
 @pytest.mark.parametrize("domain", ["Shop", "Library"])
 def test_the_test_suite_fails_an_answer_right_only_on_the_episode_database(domain):
     for suite, expected in [(0, 1.0), (2, 0.0)]:
-        env = palaestra.make(f"sql:{domain}-v0", suite=suite)
+        env = palaestra.make(f"sql:{domain}-v0", suite=suite, fuzzed=0)
         for seed in range(4):
             env.reset(seed=seed)
             paths = env.unwrapped.suite_paths()
-            assert len(paths) == suite and env.unwrapped.db_path not in paths
+            assert len(paths) in (0, suite) and env.unwrapped.db_path not in paths
             memorised = _answer_as_values(env.unwrapped.gold().rows)
             assert env.step(f"<solution>{memorised}</solution>")[1] == expected, seed
             env.reset(seed=seed)

@@ -31,7 +31,8 @@ from typing import Any
 from palaestra.core.env import Policy, StepResult
 from palaestra.core.tool_calls import ToolCall
 from palaestra.envs.base import AnswerEnv, Grade
-from palaestra.envs.sql.databases import DOMAINS, database_path, suite_paths
+from palaestra.envs.sql.databases import DOMAINS, database_path
+from palaestra.envs.sql.suite import grading_suite
 from palaestra.envs.sql.questions import LEVELS, generate_question
 from palaestra.envs.tool_env import ToolEnv
 from palaestra.tasks import Problem
@@ -59,6 +60,10 @@ OPEN_DATABASES = 8
 DEFAULT_SUITE = 2
 """Databases of other seeds a generated question's answer must also be right on (test-suite
 grading; measured in benchmarks/RESULTS.md: near misses caught against check cost)."""
+DEFAULT_FUZZED = 2
+"""Copies of the episode's database made to tell a generated question's gold from its near
+misses (:mod:`palaestra.envs.sql.suite`) an answer must also be right on (measured in
+benchmarks/RESULTS.md)."""
 MAX_CELL_CHARS = 500
 """The most characters the ``sql`` tool shows of one value."""
 MAX_OBSERVATION_CHARS = 8_000
@@ -175,6 +180,7 @@ class SQLEnv(AnswerEnv):
         max_attempts: int = 1,
         attempt_cost: float = 0.0,
         suite: int = DEFAULT_SUITE,
+        fuzzed: int = DEFAULT_FUZZED,
         render_mode: str | None = None,
     ):
         super().__init__(
@@ -182,7 +188,10 @@ class SQLEnv(AnswerEnv):
         )
         if not 0 <= suite <= 64:
             raise ValueError(f"suite must be 0 to 64 databases, got {suite}")
+        if not 0 <= fuzzed <= 16:
+            raise ValueError(f"fuzzed must be 0 to 16 databases, got {fuzzed}")
         self.suite = suite
+        self.fuzzed = fuzzed
         if reward not in REWARDS:
             raise ValueError(f"unknown reward {reward!r}; choose one of {REWARDS}")
         if backend not in BACKENDS:
@@ -194,8 +203,8 @@ class SQLEnv(AnswerEnv):
         self.backend = backend
         prompt = SKYRL_SYSTEM_PROMPT if reward == "skyrl" else SYSTEM_PROMPT
         self.system_prompt = prompt.format(dialect="DuckDB" if backend == "duckdb" else "SQLite")
-        self._sqlite = RecentlyUsed(OPEN_DATABASES + suite)
-        self._answering = RecentlyUsed(OPEN_DATABASES + suite)
+        self._sqlite = RecentlyUsed(OPEN_DATABASES + suite + fuzzed)
+        self._answering = RecentlyUsed(OPEN_DATABASES + suite + fuzzed)
         self._golds = RecentlyUsed(64)
         self._exchanges: list[str] = []
 
@@ -393,15 +402,18 @@ class SyntheticSQL(SQLEnv):
             raise ValueError(f"unknown difficulty {difficulty!r}; choose one of {sorted(PRESETS)}")
         self.domains = sorted(DOMAINS) if domain == "mixed" else [domain]
         for cache in (self._sqlite, self._answering):  # every domain's suite stays open
-            cache.capacity = OPEN_DATABASES + self.suite * len(self.domains)
+            cache.capacity = OPEN_DATABASES + self.suite * len(self.domains) + self.fuzzed
         self.levels = PRESETS[difficulty]
         self.db_seed = db_seed
         self._drawn = RecentlyUsed(64)  # seed -> (problem, RNG state after drawing it)
 
     def suite_paths(self) -> list[Path]:
-        """:data:`suite` databases of this episode's domain from seeds no episode draws
-        (:func:`~palaestra.envs.sql.databases.suite_paths`)."""
-        return suite_paths(self.problem.data["domain"], self.suite)
+        """:data:`suite` databases of this episode's domain from seeds no episode draws,
+        then :data:`fuzzed` copies of the episode's database made to tell the gold from its
+        near misses (:func:`~palaestra.envs.sql.suite.grading_suite`; none for a gold
+        with LIMIT)."""
+        domain, gold = self.problem.data["domain"], self.problem.answer
+        return grading_suite(domain, self.db_path, gold, seeds=self.suite, fuzzed=self.fuzzed)
 
     def database_seed(self, seed: int | None) -> int:
         """The seed of this episode's database (see the class docstring)."""
