@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -36,9 +37,20 @@ import numpy as np
 import sqlglot
 
 import palaestra
-from palaestra.envs.sql.databases import DOMAINS, database_path, suite_paths
+from palaestra.envs.sql.databases import DOMAINS, cache_dir, database_path, suite_paths
 from palaestra.envs.sql.questions import generate_question
+from palaestra.envs.sql.suite import fuzzed_paths, grading_suite
 from palaestra.verifiers.sql import connect_readonly, execution_match
+from palaestra.verifiers.sql_compare import has_limit
+
+
+def labelled_rewrites() -> list[tuple[str, str, str]]:
+    """(domain, gold, rewrite) of the labelled equivalent pairs the tests hold."""
+    path = Path(__file__).parents[1] / "tests" / "verifiers" / "test_sql_labelled_pairs.py"
+    spec = importlib.util.spec_from_file_location("labelled_pairs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SAME_PAIRS
 
 
 def worker_cpu() -> float:
@@ -121,23 +133,26 @@ def env_path(path: str) -> Path:
 
 
 def match_rate(
-    pairs: list[tuple[str, str]], backend: str = "sqlite", suite: int = 0
+    pairs: list[tuple[str, str]], backend: str = "sqlite", seeds: int = 0, fuzzed: int = 0
 ) -> tuple[float, float]:
     """(checks/s, checks per CPU second) of ``execution_match(gold, gold)`` over ``pairs``,
-    the predicted query on ``backend`` (DuckDB gets it in its dialect), graded on ``suite``
-    more databases of the pair's domain."""
+    the predicted query on ``backend`` (DuckDB gets it in its dialect), graded on ``seeds``
+    databases of other seeds and ``fuzzed`` fuzzed copies of the episode's database (built
+    on a question's first check, inside the timing, as the env does)."""
     answers = [sqlglot.transpile(gold, read="sqlite", write=backend)[0] for gold, _ in pairs]
-    suites = {d: suite_paths(d, suite) for d in DOMAINS}
     domain_of = lambda path: Path(path).name.split("-seed")[0]  # noqa: E731
     for answer, (gold, path) in zip(answers[:10], pairs[:10], strict=True):
         execution_match(answer, gold, path, backend=backend)  # start workers, load databases
+    for domain in DOMAINS:
+        suite_paths(domain, seeds)  # built before timing, as they are once per run
+    for old in (cache_dir() / "fuzzed").glob("*.sqlite"):  # each question's built in the timing
+        old.unlink()
     cpu, worker, started = time.process_time(), worker_cpu(), time.perf_counter()
-    matched = sum(
-        execution_match(
-            answer, gold, env_path(path), backend=backend, suite=suites[domain_of(path)]
-        )
-        for answer, (gold, path) in zip(answers, pairs, strict=True)
-    )
+    matched = 0
+    for answer, (gold, path) in zip(answers, pairs, strict=True):
+        episode = env_path(path)
+        suite = grading_suite(domain_of(path), episode, gold, seeds=seeds, fuzzed=fuzzed)
+        matched += execution_match(answer, gold, episode, backend=backend, suite=suite)
     elapsed = time.perf_counter() - started
     used = time.process_time() - cpu + worker_cpu() - worker
     assert matched == len(pairs), f"{len(pairs) - matched} gold queries did not match themselves"
@@ -152,13 +167,65 @@ MUTATIONS = [
     (" > ", " >= "),
     (" < ", " <= "),
 ]
+"""One-edit near misses: DISTINCT added or dropped, a bound made strict or loose."""
+_YEAR = re.compile(r"strftime\('%Y', ([\w.]+)\) = '(\d{4})'")
+_MONTH = re.compile(r"strftime\('%Y-%m', ([\w.]+)\) = '(\d{4})-(\d{2})'")
+_INTEGER_BOUND = re.compile(r"([\w.]+) (>=|<=|>|<) (\d+)\b")
 POOL_SEEDS = range(100, 116)
-"""Seeds of the databases that decide whether a near miss can be told apart at all."""
+"""Seeds of the databases that, with :data:`POOL_FUZZED` fuzzed copies, decide whether a
+near miss can be told apart at all."""
+POOL_FUZZED = 4
 
 
-def near_misses(questions: int, episode_seeds: range) -> list[tuple[str, str, str, Path]]:
-    """(domain, gold, mutated gold, episode database) where the mutation (one edit of
-    :data:`MUTATIONS`, first occurrence) scores 1 on the episode's own database."""
+def column_kinds(path: Path) -> dict[str, str]:
+    """Column name -> declared type over the tables of the database at ``path``."""
+    connection = connect_readonly(path)
+    kinds = {}
+    for (table,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+        for row in connection.execute(f"PRAGMA table_info({table})"):
+            kinds[row[1]] = row[2].upper()
+    connection.close()
+    return kinds
+
+
+def edits(gold: str, kinds: dict[str, str]) -> list[tuple[str, str]]:
+    """(kind, edited gold): near misses (one edit of :data:`MUTATIONS`; a year or month
+    bound that skips its first or last day; an integer bound off by one), and rewrites
+    equivalent on every database the generators make (a year as BETWEEN on a DATE column,
+    ``x > n`` as ``x >= n + 1`` on an INTEGER column, ``x >= n`` as ``NOT x < n``)."""
+    found = [("miss", gold.replace(old, new, 1)) for old, new in MUTATIONS if old in gold]
+    if match := _YEAR.search(gold):
+        column, year = match.groups()
+        span = match.span()
+        for bounds in (f"> '{year}-01-01' AND {column} <= '{year}-12-31'",
+                       f">= '{year}-01-01' AND {column} < '{year}-12-31'"):
+            found.append(("miss", gold[: span[0]] + f"{column} {bounds}" + gold[span[1] :]))
+        between = f"{column} BETWEEN '{year}-01-01' AND '{year}-12-31'"
+        label = "same" if kinds.get(column.split(".")[-1]) == "DATE" else "miss"
+        found.append((label, gold[: span[0]] + between + gold[span[1] :]))
+    if match := _MONTH.search(gold):
+        column, year, month = match.groups()
+        bounds = f"{column} > '{year}-{month}-01' AND {column} < '{year}-{month}-32'"
+        found.append(("miss", gold[: match.start()] + bounds + gold[match.end() :]))
+    if match := _INTEGER_BOUND.search(gold):
+        column, operator, number = match.groups()
+        if kinds.get(column.split(".")[-1]) == "INTEGER":
+            shifted = f"{column} {operator} {int(number) + 1}"
+            found.append(("miss", gold[: match.start()] + shifted + gold[match.end() :]))
+            flip = {">": (">=", 1), ">=": (">", -1), "<": ("<=", -1), "<=": ("<", 1)}
+            other, step = flip[operator]
+            same = f"{column} {other} {int(number) + step}"
+            found.append(("same", gold[: match.start()] + same + gold[match.end() :]))
+            negated = {">": "<=", ">=": "<", "<": ">=", "<=": ">"}[operator]
+            found.append(("same", gold[: match.start()] + f"NOT {column} {negated} {number}"
+                          + gold[match.end() :]))
+    return found
+
+
+def near_misses(questions: int, episode_seeds: range) -> list[tuple[str, str, str, Path, str]]:
+    """(domain, gold, edited gold, episode database, "miss" or "same") for the edits of
+    :func:`edits` that score 1 on the episode's own database (golds with LIMIT left out:
+    they are judged on the episode's database only)."""
     found = []
     rng = np.random.default_rng(1)
     domains = sorted(DOMAINS)
@@ -166,37 +233,43 @@ def near_misses(questions: int, episode_seeds: range) -> list[tuple[str, str, st
         domain = domains[index % len(domains)]
         path = database_path(domain, episode_seeds[index % len(episode_seeds)])
         question = generate_question(domain, connect_readonly(path), rng)
-        for old, new in MUTATIONS:
-            if old not in question.gold_sql:
-                continue
-            mutated = question.gold_sql.replace(old, new, 1)
-            if execution_match(mutated, question.gold_sql, path) == 1.0:
-                found.append((domain, question.gold_sql, mutated, path))
+        if has_limit(question.gold_sql):
+            continue
+        for label, edited in edits(question.gold_sql, column_kinds(path)):
+            if execution_match(edited, question.gold_sql, path) == 1.0:
+                found.append((domain, question.gold_sql, edited, path, label))
     return found
 
 
-def suite_catch(questions: int, sizes: list[int]) -> None:
-    """Print, per suite size, the near misses it scores 0. Any database where a miss and the
-    gold differ proves them different, so every 0 here is a true catch."""
-    misses = near_misses(questions, range(0, 40))
-    pools = {d: [database_path(d, s) for s in POOL_SEEDS] for d in DOMAINS}
-    told = [any(execution_match(m, g, p) == 0.0 for p in pools[d]) for d, g, m, _ in misses]
+def suite_catch(questions: int, configs: list[tuple[int, int]]) -> None:
+    """Print, per (seeds, fuzzed) suite, the near misses it scores 0 and the equivalent
+    rewrites it wrongly scores 0. Any database where an edit and its gold differ proves
+    them different, so every 0 on a miss is a true catch."""
+    found = near_misses(questions, range(0, 40))
+    misses = [(d, g, m, p) for d, g, m, p, label in found if label == "miss"]
+    rewrites = [(d, g, m, p) for d, g, m, p, label in found if label == "same"]
+    labelled = [(d, g, m, database_path(d, seed)) for d, g, m in labelled_rewrites() for seed in (0, 1)]
+    rewrites += [(d, g, m, p) for d, g, m, p in labelled if not has_limit(g)]
+    pool = lambda d, g, p: [  # noqa: E731
+        *(database_path(d, s) for s in POOL_SEEDS), *fuzzed_paths(p, g, POOL_FUZZED)
+    ]
+    told = [any(execution_match(m, g, q) == 0.0 for q in pool(d, g, p)) for d, g, m, p in misses]
     print(
-        f"\n{len(misses)} near misses right on their episode's database; "
-        f"{sum(told)} told apart by some database of {len(POOL_SEEDS)} other seeds\n"
+        f"\n{len(misses)} near misses right on their episode's database; {sum(told)} told "
+        f"apart by some database of {len(POOL_SEEDS)} other seeds and {POOL_FUZZED} fuzzed "
+        f"copies; {len(rewrites)} equivalent rewrites ({len(rewrites) - len(labelled)} made "
+        "from the golds, the rest labelled pairs on seeds 0 and 1)\n"
     )
     print(
-        "| suite | misses the 16 seeds tell apart, scored 0 | other misses scored 0 (the "
-        "suite's data tells them apart) |\n| ---: | ---: | ---: |"
+        "| seeds | fuzzed | misses told apart, scored 0 | misses scored 0 in all | "
+        "rewrites wrongly scored 0 |\n| ---: | ---: | ---: | ---: | ---: |"
     )
-    for size in sizes:
-        caught = [
-            execution_match(m, g, path, suite=suite_paths(d, size)) == 0.0
-            for d, g, m, path in misses
-        ]
+    for seeds, fuzzed in configs:
+        suite = lambda d, g, p: grading_suite(d, p, g, seeds=seeds, fuzzed=fuzzed)  # noqa: E731
+        caught = [execution_match(m, g, p, suite=suite(d, g, p)) == 0.0 for d, g, m, p in misses]
         hit = sum(c for c, t in zip(caught, told, strict=True) if t)
-        other = sum(c for c, t in zip(caught, told, strict=True) if not t)
-        print(f"| {size} | {hit}/{sum(told)} | {other} |")
+        wrong = sum(execution_match(m, g, p, suite=suite(d, g, p)) == 0.0 for d, g, m, p in rewrites)
+        print(f"| {seeds} | {fuzzed} | {hit}/{sum(told)} | {sum(caught)}/{len(misses)} | {wrong} |")
 
 
 def main() -> None:
@@ -207,7 +280,10 @@ def main() -> None:
     parser.add_argument("--pairs", help="JSON file of [gold, path] pairs to check instead")
     parser.add_argument("--save-pairs", help="write this version's question pairs here")
     parser.add_argument("--checks-only", action="store_true")
-    parser.add_argument("--suite-sizes", nargs="*", type=int, default=[])
+    parser.add_argument("--suite-sizes", nargs="*", type=int, default=[],
+                        help="K: grade on K databases of other seeds (same as --suites K:0)")
+    parser.add_argument("--suites", nargs="*", default=[],
+                        help="K:F: K databases of other seeds and F fuzzed copies")
     parser.add_argument("--near-miss-questions", type=int, default=300)
     parser.add_argument("--group", type=int, default=1, help="check each pair this many times")
     args = parser.parse_args()
@@ -236,16 +312,18 @@ def main() -> None:
             f"{name} (given)": pairs
             for name, pairs in json.loads(Path(args.pairs).read_text()).items()
         }
+    configs = [(k, 0) for k in args.suite_sizes]
+    configs += [tuple(map(int, text.split(":"))) for text in args.suites]
     for name, pairs in suites.items():
         for backend in args.backends:
-            for size in args.suite_sizes or [0]:
-                wall, cpu = match_rate(pairs, backend, size)
+            for seeds, fuzzed in configs or [(0, 0)]:
+                wall, cpu = match_rate(pairs, backend, seeds, fuzzed)
                 print(
-                    f"| execution_match on {backend}, {name}, suite={size} | "
+                    f"| execution_match on {backend}, {name}, seeds={seeds} fuzzed={fuzzed} | "
                     f"{wall:,.0f} checks/s, {cpu:,.0f} per CPU s |"
                 )
-    if args.suite_sizes:
-        suite_catch(args.near_miss_questions, args.suite_sizes)
+    if configs and args.near_miss_questions:
+        suite_catch(args.near_miss_questions, configs)
 
 
 if __name__ == "__main__":
