@@ -24,8 +24,10 @@ generation forwards after the warm-up step that meet an attention shape new to t
 (palaestra: the HF engine's generation thread; TRL: ``generate`` on the main thread), and
 times palaestra's decode steps (mean forward) inside the trainer against the same decode
 alone: the requests of one step (the task's prompt, ``episodes`` times) decoded by a
-``RunningDecode`` of their own on a thread of their own, to the last token, timed on a second
-pass. ``--shape-cost-ms`` charges that much per new shape, a CPU stand-in for the host-side
+``RunningDecode`` of their own on a thread of their own, to the last token, one pass right
+after each timed step (a first pass after the warm-up step is not timed); the ratio is the
+median over those pairs, so load that changes during the run moves both sides of it.
+``--shape-cost-ms`` charges that much per new shape, a CPU stand-in for the host-side
 plan build of cuDNN attention on a GPU (leave it 0 there: the real cost is paid):
 
     python benchmarks/bench_gpu_train_step.py --census                 # on a GPU
@@ -50,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -155,64 +158,88 @@ def _medians(history: list[dict[str, float]]) -> dict[str, float]:
 
 
 def _census_steps(trainer: Any, run: dict[str, Any]) -> dict[str, float]:
-    """The timed steps under the shape census, then the same decode alone (see --census)."""
+    """The timed steps under the shape census, each followed by the same decode alone (see
+    --census): pairs taken seconds apart, so a change in the machine's load between them
+    moves both sides of a ratio alike."""
     agent = trainer.engine.agent
     census = AttentionShapeCensus(new_shape_cost_s=run["shape_cost_ms"] / 1000)
-    with census.watch(agent.model):
+    with census.watch(agent.model), DecodeAlone(agent, run, census) as alone:
         trainer.train(until=1)
-        census.clear_forwards()
-        _reset_peak_memory()
-        history = trainer.train()[1:]
-        inside = census.recorded(DECODE_THREAD, decode_only=True)
-        new_share = census.new_share(DECODE_THREAD)
-        alone = _decode_alone(agent, run, census)
-    inside_ms = 1000 * statistics.fmean(f.seconds for f in inside)
-    alone_ms = 1000 * statistics.fmean(f.seconds for f in alone)
+        alone.run()  # its first pass meets its shapes; the timed passes reuse them
+        history, inside, alone_ms, new = [], [], [], []
+        for _ in range(run["steps"]):
+            census.clear_forwards()
+            history += trainer.train(until=trainer.step + 1)[-1:]
+            inside.append(_mean_ms(census.recorded(DECODE_THREAD, decode_only=True)))
+            new += census.recorded(DECODE_THREAD)
+            alone_ms.append(_mean_ms(alone.run()))
     return {
         **_medians(history),
-        "new_shapes": new_share,
-        "step_ms": inside_ms,
-        "alone_ms": alone_ms,
-        "inside_over_alone": inside_ms / alone_ms,
+        "new_shapes": sum(f.new_shape for f in new) / len(new),
+        "step_ms": statistics.median(inside),
+        "alone_ms": statistics.median(alone_ms),
+        "inside_over_alone": statistics.median(
+            i / a for i, a in zip(inside, alone_ms, strict=True)
+        ),
     }
 
 
-def _decode_alone(agent: Any, run: dict[str, Any], census: AttentionShapeCensus) -> list[Any]:
-    """The decode forwards of ``run["episodes"]`` copies of the task's prompt decoded to
-    ``max_new_tokens`` by a RunningDecode of their own on a thread of their own, second pass."""
-    from palaestra.agents.hf_decode import DecodeRequest, RunningDecode
+def _mean_ms(forwards: list[Any]) -> float:
+    return 1000 * statistics.fmean(f.seconds for f in forwards)
 
-    env = palaestra.make(ENV_ID, **ENV_KWARGS)
-    task, _ = env.reset(seed=0)
-    messages = [{"role": "system", "content": env.system_prompt}, {"role": "user", "content": task}]
-    prompt = agent.tokenizer.apply_chat_template(
-        messages, add_generation_prompt=True, tokenize=True, return_dict=False
-    )
 
-    def two_passes() -> None:
-        for _ in range(2):
-            census.clear_forwards()
-            decode = RunningDecode(
-                agent.model,
-                agent.tokenizer,
-                sampling=agent.sampling,
-                stop_token_ids=[-1],  # none: every row runs to the last token
-                device=agent.device,
-            )
-            decode.admit(
-                [
-                    DecodeRequest(list(prompt), i, run["max_new_tokens"])
-                    for i in range(run["episodes"])
-                ]
-            )
-            while decode.rows:
-                decode.step()
-                decode.pop_finished()
+class DecodeAlone:
+    """``run["episodes"]`` copies of the task's prompt decoded to ``max_new_tokens`` by a
+    RunningDecode of their own, on one thread of their own that lives as long as this object
+    (as the engine's generation thread does): :meth:`run` decodes once and returns that
+    pass's decode forwards."""
 
-    thread = threading.Thread(target=two_passes, name="decode-alone")
-    thread.start()
-    thread.join()
-    return census.recorded("decode-alone", decode_only=True)
+    THREAD = "decode-alone"
+
+    def __init__(self, agent: Any, run: dict[str, Any], census: AttentionShapeCensus):
+        env = palaestra.make(ENV_ID, **ENV_KWARGS)
+        task, _ = env.reset(seed=0)
+        messages = [
+            {"role": "system", "content": env.system_prompt},
+            {"role": "user", "content": task},
+        ]
+        self.prompt = agent.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        self.agent, self.run_config, self.census = agent, run, census
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix=self.THREAD)
+
+    def __enter__(self) -> DecodeAlone:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.shutdown()
+
+    def run(self) -> list[Any]:
+        return self.pool.submit(self._decode).result()
+
+    def _decode(self) -> list[Any]:
+        from palaestra.agents.hf_decode import DecodeRequest, RunningDecode
+
+        agent, episodes = self.agent, self.run_config["episodes"]
+        self.census.clear_forwards()
+        decode = RunningDecode(
+            agent.model,
+            agent.tokenizer,
+            sampling=agent.sampling,
+            stop_token_ids=[-1],  # none: every row runs to the last token
+            device=agent.device,
+        )
+        decode.admit(
+            [
+                DecodeRequest(list(self.prompt), i, self.run_config["max_new_tokens"])
+                for i in range(episodes)
+            ]
+        )
+        while decode.rows:
+            decode.step()
+            decode.pop_finished()
+        return self.census.recorded(threading.current_thread().name, decode_only=True)
 
 
 def _profiled_step(trainer: Any, report: Path) -> dict[str, float]:
