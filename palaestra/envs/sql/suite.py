@@ -33,14 +33,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import math
 import os
 import re
+import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,7 +69,7 @@ __all__ = [
     "rows_in_scope",
 ]
 
-FUZZ_VERSION = 1
+FUZZ_VERSION = 2
 """Part of every fuzzed file's name: a change to the edits makes new files."""
 MAX_FUZZED_DATABASES = 256
 """Fuzzed databases kept in one ``fuzzed/`` folder (each about the size of its source)."""
@@ -239,7 +241,7 @@ def rows_in_scope(connection: sqlite3.Connection, facts: GoldFacts) -> dict[str,
     direct = {table: _holding_literals(connection, table, facts) for table in tables}
     scores = {table: dict(rows) for table, rows in direct.items()}
     for _ in range(2):
-        for child in tables:
+        for child in (table for table in tables if table.lower() in facts.tables):
             total = dict(direct[child])
             for key in connection.execute(f'PRAGMA foreign_key_list("{child}")').fetchall():
                 parent, column, target = key[2], key[3], key[4] or "rowid"
@@ -442,14 +444,16 @@ def fuzz(
     seed: int,
     domain: str | None,
     variant: int = 0,
+    scope: dict[str, dict[int, int]] | None = None,
 ) -> int:
     """Edit the database of ``connection`` toward witnesses of ``gold_sql`` (module
     docstring): ties among rows broken by ``seed``, witnesses dealt from the
-    ``variant``-th on (so two copies put different ones on the nearest rows); ``domain`` names the invariants to keep
-    (:data:`KEEP`, :data:`REPAIR`; None: keys and NOT NULL only). Returns the values changed."""
+    ``variant``-th on (so two copies put different ones on the nearest rows); ``domain``
+    names the invariants to keep (:data:`KEEP`, :data:`REPAIR`; None: keys and NOT NULL
+    only); ``scope``: :func:`rows_in_scope`, if known. Returns the values changed."""
     facts = gold_facts(gold_sql)
     rng = np.random.default_rng(seed)
-    scope = rows_in_scope(connection, facts)
+    scope = rows_in_scope(connection, facts) if scope is None else scope
     keep = KEEP.get(domain or "", frozenset())
     changed = 0
     for table in _tables(connection):
@@ -485,7 +489,9 @@ def fuzzed_path(db_path: str | Path, gold_sql: str, index: int = 0) -> Path:
             return path
     folder.mkdir(parents=True, exist_ok=True)
     seed = int(digest[20:36], 16) + index
-    _write_fuzzed(source, path, lambda db: fuzz(db, gold_sql, seed, _domain_of(source), index))
+    scope = _scope(str(source.resolve()), source.stat().st_mtime_ns, gold_sql)
+    domain = _domain_of(source)
+    _write_fuzzed(source, path, lambda db: fuzz(db, gold_sql, seed, domain, index, scope))
     _evict(folder, MAX_FUZZED_DATABASES)
     return path
 
@@ -497,31 +503,38 @@ def fuzzed_paths(db_path: str | Path, gold_sql: str, count: int) -> list[Path]:
     return [fuzzed_path(db_path, gold_sql, index) for index in range(count)]
 
 
-def _write_fuzzed(source: Path, path: Path, edit: Any) -> None:
-    """Copy ``source`` into memory, ``edit`` it, write it to a temporary file and rename
-    that to ``path`` (read-only)."""
-    memory = sqlite3.connect(":memory:")
+@functools.lru_cache(maxsize=8)
+def _scope(source: str, version: int, gold_sql: str) -> dict[str, dict[int, int]]:
+    """:func:`rows_in_scope` of a gold on a file (once for all of its copies)."""
+    connection = sqlite3.connect(f"{Path(source).as_uri()}?mode=ro", uri=True)
     try:
-        reader = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            reader.backup(memory)
-        finally:
-            reader.close()
-        with memory:
-            edit(memory)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".fuzzed-", suffix=".sqlite")
-        os.close(handle)
-        try:
-            target = sqlite3.connect(temporary)
-            memory.backup(target)
-            target.close()
-            os.chmod(temporary, 0o444)
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        return rows_in_scope(connection, gold_facts(gold_sql))
     finally:
-        memory.close()
+        connection.close()
+
+
+def _write_fuzzed(
+    source: Path, path: Path, edit: Callable[[sqlite3.Connection], object]
+) -> None:
+    """Copy ``source`` to a temporary file beside ``path``, ``edit`` it, make it read-only
+    and rename it to ``path``."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".fuzzed-", suffix=".sqlite")
+    os.close(handle)
+    try:
+        shutil.copyfile(source, temporary)
+        connection = sqlite3.connect(temporary)
+        try:
+            connection.execute("PRAGMA journal_mode = OFF")  # a scratch copy: no journal
+            connection.execute("PRAGMA synchronous = OFF")
+            with connection:
+                edit(connection)
+        finally:
+            connection.close()
+        os.chmod(temporary, 0o444)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def _evict(folder: Path, keep: int) -> None:
