@@ -7,7 +7,11 @@ call in ``info["tool_outputs"]``), reward 0 (clamped into the env's reward range
 episode still running; an action without tool calls is the env's own action. Calls are read
 in the env's tool-call ``format`` (``hermes`` by default; ``tags`` for ``<python>...</python>``,
 ``fenced`` for ```` ```python ```` blocks). Malformed calls, unknown tools and calls past the
-budgets get an explanatory tool observation.
+budgets get an explanatory tool observation. Reasoning is not an action: a call written
+inside a ``<think>`` block (an unclosed one runs to the end of the action, and text before a
+``</think>`` that no ``<think>`` opened is reasoning too) is not made; the action then goes
+to the env, which reads it without its reasoning as well
+(:func:`~palaestra.core.messages.without_reasoning`).
 
 Turn budget: every step counts, tool calls included. ``max_turns`` defaults to the env's own
 limit plus ``max_tool_turns``; the step that reaches it is truncated with
@@ -22,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from palaestra.core.env import Env, Policy, ResetResult, StepResult
+from palaestra.core.messages import without_reasoning
 from palaestra.core.tool_calls import ParsedToolCalls, ToolCall, ToolCallFormat, tool_format
 from palaestra.core.wrappers import Wrapper, truncate_at_limit
 from palaestra.envs.base import AnswerEnv
@@ -141,7 +146,8 @@ class ToolEnv(Wrapper):
         return self._tool_step(parsed, outputs)
 
     def _parse(self, action: str) -> ParsedToolCalls:
-        return self.format.parse(action, self.own_tools)
+        """The calls ``action`` makes: those outside its reasoning (see module docstring)."""
+        return self.format.parse(without_reasoning(action), self.own_tools)
 
     def _plan(self, calls: list[ToolCall]) -> list[tuple[ToolCall, bool, str]]:
         """Count this tool step; each call with whether it runs, or the error it gets instead."""

@@ -5,9 +5,11 @@ import asyncio
 import pytest
 
 import palaestra
+from palaestra.core.messages import without_reasoning
 from palaestra.core.tool_calls import ToolCall, format_tool_call
 from palaestra.envs.tool_env import ToolEnv
 from palaestra.sandboxes import LocalSandbox
+from palaestra.tools import FunctionTool
 from palaestra.tools.python import PythonTool
 
 
@@ -74,3 +76,51 @@ def test_output_is_truncated_for_the_observation(box: LocalSandbox) -> None:
     assert tool.call({"source": "1"}) == (
         "error: python: missing argument 'code'; unexpected argument 'source'"
     )
+
+
+def test_tool_calls_inside_reasoning_are_not_made() -> None:
+    """A call written in a ``<think>`` block (closed, unclosed, or before a ``</think>`` that
+    the prompt opened) is reasoning, not an action; the same call after the block runs."""
+    made: list[str] = []
+
+    def note(text: str) -> str:
+        """Note something down.
+
+        Args:
+            text: what to note.
+        """
+        made.append(text)
+        return "noted"
+
+    for format in ("hermes", "tags", "llama"):
+        env = ToolEnv(palaestra.make("game:GuessTheNumber-v0"), [FunctionTool(note)], format=format)
+        call = env.format.format(ToolCall("note", {"text": "x"}), env.own_tools)
+        for action in (
+            f"<think>I could {call}</think>\\boxed{{25}}",
+            f"<think>I could write {call}",
+            f"<THINK>\n{call}\n</THINK>",
+            f"the prompt opened the block: {call}</think>\\boxed{{25}}",
+        ):
+            env.reset(seed=0)
+            info = env.step(action)[4]
+            assert info["role"] == "user" and made == [], (format, action)
+        env.reset(seed=0)
+        info = env.step(f"<think>Let me note it.</think>{call}")[4]
+        assert info["role"] == "tool" and made == ["x"], format
+        made.clear()
+
+
+@pytest.mark.parametrize(
+    "env_id",
+    ["tools:Shop-v0", "sql:Flights-Tools-v0", "sql:Flights-SQLTag-v0", "search:Synthetic-v0"],
+)
+def test_every_tool_env_ignores_calls_in_reasoning(env_id: str) -> None:
+    """The families' tool variants read calls through ``ToolEnv``: the oracle's first call,
+    inside reasoning, does not run; after it, it does."""
+    env = palaestra.make(env_id)
+    observation, _ = env.reset(seed=0)
+    first = without_reasoning(env.oracle()(observation))
+    assert env.step(f"<think>Let me look.</think>\n{first}")[4]["role"] == "tool"
+    for action in (f"<think>I might {first}</think>Hello.", f"<think>I might {first}"):
+        env.reset(seed=0)
+        assert env.step(action)[4]["role"] != "tool", action
