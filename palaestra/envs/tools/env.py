@@ -16,9 +16,11 @@ Reward: 1 when the conversation ends with (a) the database equal to the referenc
 replay on a fresh copy, (b) every required fact told to the user and no value made up
 (:mod:`palaestra.envs.tools.facts`), and (c) the task's action checks held, with no call
 made before the user told the facts it needs; else 0 (see
-:mod:`palaestra.envs.tools.backend`). The user ends the conversation (satisfied, or out of
-patience); the episode also ends after ``max_turns`` messages to the user, graded the same
-way, or when the turn budget of the tool wrapper runs out (reward 0).
+:mod:`palaestra.envs.tools.backend`). The user ends the conversation (the agent closed it,
+or the user ran out of patience), judging from the agent's messages and the values shown to
+the agent only: it never sees the grade, so its replies tell the agent nothing of it. The
+episode also ends after ``max_turns`` messages to the user, graded the same way, or when
+the turn budget of the tool wrapper runs out (reward 0).
 """
 
 from __future__ import annotations
@@ -55,13 +57,7 @@ from palaestra.envs.tools.facts import (
     shown,
     values,
 )
-from palaestra.envs.tools.user import (
-    FACTS_PER_REPLY,
-    Progress,
-    ScriptedUser,
-    SimulatedUser,
-    UserTurn,
-)
+from palaestra.envs.tools.user import FACTS_PER_REPLY, ScriptedUser, SimulatedUser, UserTurn
 from palaestra.tools.function import run_coroutine
 
 DOMAINS = {
@@ -166,6 +162,19 @@ def make_user(user: str | SimulatedUser) -> SimulatedUser:
     from palaestra.envs.tools.user import AgentUser
 
     return AgentUser(make_agent(user))
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """How far the episode is toward the task (the grade; the user never sees it)."""
+
+    database_done: bool
+    reported: bool
+    rules_followed: bool = True
+
+    @property
+    def satisfied(self) -> bool:
+        return self.database_done and self.reported and self.rules_followed
 
 
 @dataclasses.dataclass
@@ -324,8 +333,12 @@ class ToolUseEnv(TurnBasedEnv):
             and set(self.task.report) <= grading.told
             and not self._overstated(),
             rules_followed=not grading.guesses and not self.check_problems(),
-            shown=grading.seen,
         )
+
+    def seen(self) -> Values:
+        """The values the episode has shown the agent so far (the system prompt, the user's
+        messages, the tool results): what the user is told besides the agent's message."""
+        return self._absorb_calls().seen
 
     def check_problems(self) -> list[str]:
         """How the calls so far break the task's action checks."""
@@ -394,24 +407,25 @@ class ToolUseEnv(TurnBasedEnv):
 
     def play(self, action: str) -> StepResult:
         action = without_reasoning(action)
-        progress = self._message(action)
-        reply = self.user.respond(action, progress)
+        self._message(action)
+        reply = self.user.respond(action, self.seen())
         if inspect.isawaitable(reply):
             reply = run_coroutine(reply)
-        return self._reply(reply, progress)
+        return self._reply(reply)
 
     async def astep(self, action: str) -> StepResult:
         if self.done:
             return EPISODE_OVER, 0.0, True, False, {"role": "user"}
         self.turn += 1
         action = without_reasoning(action)
-        progress = self._message(action)
-        reply = self.user.respond(action, progress)
+        self._message(action)
+        reply = self.user.respond(action, self.seen())
         if inspect.isawaitable(reply):
             reply = await reply
-        return self._reply(reply, progress)
+        return self._reply(reply)
 
-    def _message(self, action: str) -> Progress:
+    def _message(self, action: str) -> None:
+        """Grade a message to the user: the facts it tells, the values it makes up or states."""
         grading = self._absorb_calls()
         verdict = judge(
             action[:MAX_MESSAGE_CHARS], self.task.report, grading.seen, self.task.vocabulary
@@ -423,13 +437,16 @@ class ToolUseEnv(TurnBasedEnv):
         grading.told |= {f for f in verdict.told if grounded or f.kind != REASON}
         grading.fabricated += verdict.fabricated
         merge(grading.stated, values(action[:MAX_MESSAGE_CHARS], self.task.vocabulary))
-        return self.progress()
 
-    def _reply(self, reply: UserTurn, progress: Progress) -> StepResult:
+    def _reply(self, reply: UserTurn) -> StepResult:
+        """The user's reply as the observation; when it ends the conversation (or the turns
+        run out), the grade of the conversation up to the agent's last message."""
+        ended = reply.stop or self.turns_left() <= 0
+        progress = self.progress() if ended else None
         said = shown(reply.text, self.backend_type.vocabulary)
         merge(self._grading.seen, said)
         merge(self._grading.user_said, said)
-        if not (reply.stop or self.turns_left() <= 0):
+        if progress is None:
             return self.proceed(reply.text)
         success = progress.satisfied
         return self.finish(reply.text, float(success), success, **self._final_metrics(progress))

@@ -1,7 +1,11 @@
 """Simulated users: the other side of a tool-use conversation.
 
 A user opens the conversation with the task's request and answers each message the agent
-sends it (tool calls go to the tools, everything else to the user). Two kinds:
+sends it (tool calls go to the tools, everything else to the user). A user sees what a
+person would: the agent's messages and the values the records it read have shown (details
+it may recognise as true). It never sees the grade: like tau2-bench's user simulator, it
+decides to end the conversation from what the agent says, and the env grades the final
+state afterwards. Two kinds:
 
 * :class:`ScriptedUser` (default): reads the sentences of a message that ask something (end
   in ``?``, open with a question word, or make a request: "Please provide your zip code.";
@@ -10,10 +14,12 @@ sends it (tool calls go to the tools, everything else to the user). Two kinds:
   and none when one message asks about more than :data:`MAX_TOPICS_ASKED` of the domain's
   topics (a questionnaire of every topic gets "one thing at a time"); agrees to a proposal
   ("Shall I proceed?", "Please confirm.") unless it states a value that is neither the
-  user's own (its request and facts) nor shown to the agent by the records, so agreement
-  never depends on the reference solution; a fact asked again gets "As I said". Answers
-  and agreements are productive; after ``patience`` unproductive replies it gives up; it
-  ends the conversation when the task is done. Its replies never depend on the database.
+  user's own (its request and facts) nor shown to the agent by the records; a fact asked
+  again gets "As I said". When a message asks nothing it can answer and closes
+  (:func:`closes`: the work is reported done, the request refused, or "anything else?"),
+  it thanks the agent and ends the conversation, whether or not the work was done right.
+  Answers and agreements are productive; after ``patience`` unproductive replies it gives
+  up. Its replies depend on the message, its own facts and the values shown only.
 * :class:`AgentUser`: any palaestra agent (a served model with a persona prompt) plays the
   user; it ends the conversation by writing ``###STOP###``.
 
@@ -23,6 +29,7 @@ Both are graded the same way (final database, facts told, action checks; see
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -50,22 +57,11 @@ MAX_READ_CHARS = 4000
 """How much of a message the scripted user reads."""
 AGREEMENT_KINDS = (*GRADED, "date", "phone", "number")
 """Kinds of values a proposal must take from the user's goal."""
+THANKS = "Thank you, that's all I needed."
 
-
-@dataclass(frozen=True)
-class Progress:
-    """What the env tells the user after each agent message (the user is part of the env):
-    how far the task is, and the values the agent has been shown so far (the records it read,
-    which the user may recognise as true)."""
-
-    database_done: bool
-    reported: bool
-    rules_followed: bool = True
-    shown: Mapping[str, set[str]] = field(default_factory=dict)
-
-    @property
-    def satisfied(self) -> bool:
-        return self.database_done and self.reported and self.rules_followed
+Shown = Mapping[str, set[str]]
+"""Values by kind that the records the agent read have shown (see
+:func:`~palaestra.envs.tools.facts.shown`)."""
 
 
 @dataclass(frozen=True)
@@ -78,16 +74,18 @@ class UserTurn:
 
 @runtime_checkable
 class SimulatedUser(Protocol):
-    """Opens a conversation about a task and replies to the agent's messages. A user that
-    keeps ``told`` (the :class:`UserFact` s it has told) lets the env fail writes made before
-    the facts they need were told (guesses)."""
+    """Opens a conversation about a task and replies to the agent's messages; it is given
+    the message and the values the agent has been shown, never how the task is graded. A
+    user that keeps ``told`` (the :class:`UserFact` s it has told) lets the env fail writes
+    made before the facts they need were told (guesses)."""
 
     def start(self, task: ToolTask) -> str:
         """Begin a conversation; returns the user's opening message."""
         ...
 
-    def respond(self, message: str, progress: Progress) -> UserTurn | Awaitable[UserTurn]:
-        """Reply to the agent's ``message`` (plain or async)."""
+    def respond(self, message: str, shown: Shown) -> UserTurn | Awaitable[UserTurn]:
+        """Reply to the agent's ``message`` (plain or async); ``shown``: the values the
+        agent's reads have shown so far (true details the user may recognise)."""
         ...
 
 
@@ -140,6 +138,79 @@ def _without_openers(words: str) -> str:
         words = words[len(opener) :].lstrip()
 
 
+CLOSING_QUESTIONS = (
+    "anything else", "anything more", "something else", "what else", "anything further",
+    "further assistance", "further questions", "any other questions", "more i can help",
+    "else i can help", "else i can do", "other requests",
+)  # fmt: skip
+"""Words of a question that offers more help once the work is over ("Anything else?"): such
+a question asks the user nothing, and it closes the message."""
+DONE_CUES = (
+    "done", "all set", "taken care of", "complete", "completed", "successfully", "finished",
+    "went through", "good to go", "have a great day", "have a nice day", "have a good day",
+    "is confirmed", "are confirmed",
+)  # fmt: skip
+"""Words of a statement that the work is over ("All set.", "Your booking is confirmed.")."""
+REFUSAL_CUES = (
+    "can't", "cannot", "can not", "unable", "not able", "won't be able", "not possible",
+    "isn't possible", "impossible", "not allowed", "not permitted", "not eligible",
+    "isn't eligible", "i'm afraid",
+)  # fmt: skip
+"""Words of a statement that the request cannot be done."""
+COMPLETED = (
+    "cancelled", "canceled", "refunded", "booked", "rescheduled", "transferred", "updated",
+    "changed", "exchanged", "returned", "processed", "issued", "closed", "opened", "frozen",
+    "unfrozen", "blocked", "unblocked", "disputed", "filed", "submitted", "scheduled",
+    "moved", "sent", "paid", "credited", "removed", "added", "modified", "replaced",
+    "reversed", "initiated", "created", "ordered", "confirmed", "arranged", "set up",
+)  # fmt: skip
+"""Past participles of the domains' actions: "I've cancelled it", "Your card has been
+blocked" report the work done."""
+_DOER = (
+    "i've", "i have", "i", "we've", "we have", "we", "has been", "have been", "is now",
+    "are now", "was", "were", "i just", "i went ahead and",
+)  # fmt: skip
+INTENT_CUES = (
+    "let me", "i'll", "i will", "i'm going to", "i am going to", "i need to", "one moment",
+    "a moment", "hold on", "bear with me", "give me a", "next i", "now i",
+)  # fmt: skip
+"""Words that say the agent has more to do: a message holding them closes nothing."""
+NEGATIONS = ("not", "never", "yet", "haven't", "hasn't", "didn't", "isn't", "wasn't")
+_COMPLETION = re.compile(
+    rf"(?:^|(?<![\w'])(?:{'|'.join(map(re.escape, _DOER))})(?: [\w']+){{0,2}} )"
+    rf"(?:{'|'.join(map(re.escape, COMPLETED))})(?![\w'])"
+)
+
+
+def closes(message: str) -> bool:
+    """Whether ``message`` reads as the end of the agent's work: it asks whether anything
+    else is needed (:data:`CLOSING_QUESTIONS`), or a statement in it reports the work done
+    ("All set.", "I've cancelled the order.", "Your card has been blocked.") or the request
+    refused ("I'm sorry, I can't do that: ...") and nothing in it says more is to come
+    ("Let me check.", "I'll book it now."). Judged from the words alone: whether the work
+    was done, or done right, is the grader's business.
+
+    >>> closes("Your order has been cancelled; the refund goes to your card.")
+    True
+    >>> closes("I found your order. Let me cancel it.")
+    False
+    """
+    said = [(sentence.rstrip().endswith("?"), plain(sentence)) for sentence in sentences(message)]
+    if any(has_phrase(words, CLOSING_QUESTIONS) for _, words in said):
+        return True
+    if any(has_phrase(words, INTENT_CUES) for _, words in said):
+        return False
+    return any(
+        has_phrase(words, REFUSAL_CUES)
+        or (
+            not question
+            and not has_phrase(words, NEGATIONS)
+            and (has_phrase(words, DONE_CUES) or bool(_COMPLETION.search(words)))
+        )
+        for question, words in said
+    )
+
+
 def asks(asked: Sequence[str], topics: Sequence[str]) -> bool:
     """Whether one of the ``asked`` questions holds one of ``topics`` as whole words."""
     return any(has_phrase(question, topics) for question in asked)
@@ -169,26 +240,26 @@ class ScriptedUser:
         self.task, self.told, self.idle_replies, self.known = task, set(), 0, own_values(task)
         return task.request
 
-    def respond(self, message: str, progress: Progress) -> UserTurn:
+    def respond(self, message: str, shown: Shown) -> UserTurn:
         task = self.task
         if task is None:
             raise RuntimeError("ScriptedUser.respond before start")
-        if progress.satisfied:
-            return UserTurn("Thank you, that's all I needed.", stop=True)
         message = message[:MAX_READ_CHARS]
-        asked = questions(message)
+        asked = [q for q in questions(message) if not has_phrase(q, CLOSING_QUESTIONS)]
         too_many = sum(asks(asked, group) for group in task.topics) > MAX_TOPICS_ASKED
         new = [f for f in task.facts if f not in self.told and asks(asked, f.topics)]
         if new and not too_many:
             self.told.update(new[:FACTS_PER_REPLY])
             return UserTurn(" ".join(fact.text for fact in new[:FACTS_PER_REPLY]))
         if asks(asked, CONFIRMATION_CUES) and not too_many:
-            if self.agrees(message, progress.shown):
+            if self.agrees(message, shown):
                 return UserTurn(YES)
             return self._idle(f"No, that is not what I asked for. {task.request}")
         repeated = [f.text for f in task.facts if f in self.told and asks(asked, f.topics)]
         if repeated and not too_many:
             return UserTurn("As I said: " + " ".join(repeated))
+        if closes(message):
+            return UserTurn(THANKS, stop=True)
         if too_many:
             return self._idle("That's a lot of questions at once. What do you need first?")
         if asked:
@@ -202,7 +273,7 @@ class ScriptedUser:
             return UserTurn("This isn't going anywhere; I'll try another time.", stop=True)
         return UserTurn(text)
 
-    def agrees(self, proposal: str, shown_to_agent: Mapping[str, set[str]]) -> bool:
+    def agrees(self, proposal: str, shown_to_agent: Shown) -> bool:
         """Whether every id and value ``proposal`` states is the user's own (its request and
         facts) or a true detail of the records the agent was shown: the user objects to what
         is made up, never to what the reference solution does not hold."""
@@ -245,7 +316,7 @@ class AgentUser:
         ]
         return task.request
 
-    async def respond(self, message: str, progress: Progress) -> UserTurn:
+    async def respond(self, message: str, shown: Shown) -> UserTurn:
         self.messages.append({"role": "user", "content": message})
         action = await next_action(self.agent, Conversation(list(self.messages)))
         text = action.text.strip()

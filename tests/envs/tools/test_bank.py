@@ -701,17 +701,20 @@ def test_the_replacement_goes_to_the_new_address_only_when_updated_first():
 
 
 def test_the_outcome_must_be_told():
+    """After the right calls, a bare "All done." ends the conversation (the user does not know
+    what the grade needs) with reward 0: the new card's digits were not told. Told, they win."""
     env = palaestra.make("tools:Bank-v0")
-    seed_where(env, lambda inner: inner.task.actions[-1].name == "order_replacement_card")
-    inner = env.unwrapped
-    run_all(inner, inner.task.actions)
-    observation, reward, terminated, *_ = env.step("All done.")
-    assert reward == 0.0 and not terminated
-    assert observation.startswith("Is it done?")  # the same reply whatever the database holds
-    new_card = inner.backend.db.cards[f"CD{1000 + len(inner.backend.db.cards) - 1}"]
-    assert [fact.value for fact in inner.task.report] == [new_card.last_four]
-    _, reward, terminated, *_ = env.step(f"Your new card ends in {new_card.last_four}.")
-    assert reward == 1.0 and terminated
+    seed = seed_where(env, lambda inner: inner.task.actions[-1].name == "order_replacement_card")
+    for report, won in (("All done.", 0.0), ("All done. Your new card ends in {digits}.", 1.0)):
+        env.reset(seed=seed)
+        inner = env.unwrapped
+        run_all(inner, inner.task.actions)
+        new_card = inner.backend.db.cards[f"CD{1000 + len(inner.backend.db.cards) - 1}"]
+        assert [fact.value for fact in inner.task.report] == [new_card.last_four]
+        observation, reward, terminated, *_ = env.step(report.format(digits=new_card.last_four))
+        assert terminated and reward == won and observation.startswith("Thank you")
+        untold = [problem for problem in inner.problems() if problem.startswith("not told")]
+        assert bool(untold) == (won == 0.0)
 
 
 @pytest.mark.parametrize(

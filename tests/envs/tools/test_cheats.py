@@ -1,7 +1,9 @@
 """Cheats that probe the grader or the user score 0: a refusal grounded by a call with missing
 arguments made before identification or by a locked identity check, every reason of the domain
-one a message, values offered as alternatives ("X or Y or Z"), and values tried three a message
-until the user is satisfied. The user's replies to proposals do not tell right from wrong."""
+one a message, values offered as alternatives ("X or Y or Z"), and values tried one or three a
+message while watching for the user's thanks. The user never sees the grade: its replies (text
+and whether it ends the talk) are the same whether the database reached the reference state or
+not, the rules were kept or not, and the report is right or wrong."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 from palaestra.core.tool_calls import ToolCall
 from palaestra.envs.tools.env import DomainTools, oracle_calls
 from palaestra.envs.tools.facts import AMOUNT, DOCTOR, REASON, TIME, Fact, merge, shown
-from palaestra.envs.tools.user import YES
+from palaestra.envs.tools.user import THANKS, YES
 from tests.envs.tools.natural import PARAPHRASES
 from tests.envs.tools.test_attacks import (
     IDS,
@@ -19,6 +21,7 @@ from tests.envs.tools.test_attacks import (
     _identify,
     _session_after,
     act,
+    anything,
     episodes,
     kinds,
     other_format,
@@ -26,6 +29,7 @@ from tests.envs.tools.test_attacks import (
     refused,
     score,
     task_of,
+    told,
 )
 
 
@@ -118,8 +122,109 @@ def test_the_users_yes_does_not_single_out_the_reference(env_id):
         others = [Fact(fact.kind, v, v) for v in sorted(seen[fact.kind] - {fact.value})[:4]]
         replies = {
             inner.user.respond(
-                f"Shall I make it {other_format(f, task.vocabulary)}?", inner.progress()
+                f"Shall I make it {other_format(f, task.vocabulary)}?", inner.seen()
             ).text
             for f in [*others, fact]
         }
         assert replies == {YES}
+
+
+def replies(
+    env: DomainTools, seed: int, actions: list[str]
+) -> tuple[list[tuple[str, bool]], float]:
+    """Play ``actions`` on ``seed``: the user's replies (text, whether they end the talk), and
+    the reward."""
+    env.reset(seed=seed)
+    said, reward = [], 0.0
+    for action in actions:
+        observation, reward, terminated, truncated, info = env.step(action)
+        if info["role"] == "user":
+            said.append((observation, terminated))
+        if terminated or truncated:
+            break
+    return said, reward
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_replies_do_not_depend_on_the_outcome(env_id):
+    """The same messages get the same replies whether the calls were right, missing, or made
+    before the user told what they need, and whether the report is true or nothing was told:
+    the user thanks and ends the talk on the closing in every case, and the grade differs."""
+    for env, seed in episodes(env_id, anything, 2):
+        task = task_of(env)
+        asked, calls = list(questions(task)), act(env, oracle_calls(task))
+        report = f"All done. {told(task.report)}"
+        right, right_reward = replies(env, seed, [*asked, calls, report])
+        assert right_reward == 1.0, env.unwrapped.problems()
+        variants = {
+            "nothing done": [*asked, report],
+            "guessed": [calls, *asked, report],
+            "nothing told": [*asked, calls, "All done."],
+        }
+        for name, actions in variants.items():
+            said, reward = replies(env, seed, actions)
+            assert said == right, name
+            fails = {
+                "nothing done": True,
+                "guessed": any(f.needed_by for f in task.facts),
+                "nothing told": bool(task.report),
+            }
+            if fails[name]:
+                assert reward == 0.0, name
+        assert right[-1] == (THANKS, True)
+
+
+def _read_everything(env: DomainTools) -> Script:
+    """Ask, then make the reference calls and reads that show many values of each kind."""
+    task, inner = task_of(env), env.unwrapped
+    yield from questions(task)
+    reads = READS[inner.backend_type.name](_session_after(env, _identify(task)), task, inner)
+    for call in [*oracle_calls(task), *reads]:
+        yield act(env, [call])
+
+
+def _candidates(env: DomainTools, count: int) -> tuple[Fact, list[str]]:
+    """A fact of a kind with several values shown, and ``count`` values of that kind the
+    reads showed, the fact's own first (in the format a person writes)."""
+    task, inner = task_of(env), env.unwrapped
+    seen: dict = {}
+    for output in inner.backend.outputs:
+        merge(seen, shown(output, inner.backend_type.vocabulary))
+    (fact,) = [f for f in task.report if f.kind in (AMOUNT, TIME, DOCTOR)][:1]
+    others = sorted(seen.get(fact.kind, set()) - {fact.value})[: count - 1]
+    assert len(others) == count - 1, "too few values shown"
+    offers = [other_format(fact, task.vocabulary)]
+    offers += [other_format(Fact(fact.kind, v, v), task.vocabulary) for v in others]
+    return fact, offers
+
+
+@pytest.mark.parametrize("closing", ["All done. ", ""])
+@pytest.mark.parametrize("env_id", IDS)
+def test_values_tried_one_a_message_watching_for_thanks_score_zero(env_id, closing):
+    """Read everything, then state a fact's value one candidate a message (with a closing, or
+    without one), stopping at the user's thanks. The replies are the same whichever candidate
+    is right, so nothing singles it out: with a closing the first message ends the talk (the
+    first guess is graded), without one the user runs out of patience; a right value tried
+    after the first wrong one scores 0."""
+
+    def applies(env: DomainTools) -> bool:
+        return bool(kinds(env) & {AMOUNT, TIME, DOCTOR})
+
+    for env, seed in episodes(env_id, applies, 2):
+        task, reading = task_of(env), list(_read_everything(env))
+        replies(env, seed, reading)
+        fact, offers = _candidates(env, 9)
+        rest = " ".join(f"{f.text}." for f in task.report if f != fact)
+        heard = {}
+        for order in ("right first", "right last", "right fifth"):
+            tried = offers[1:] + offers[:1] if order == "right last" else list(offers)
+            if order == "right fifth":
+                tried = [*offers[1:5], offers[0], *offers[5:]]
+            said, reward = replies(
+                env, seed, [*reading, *(f"{closing}It is {offer}. {rest}" for offer in tried)]
+            )
+            heard[order] = said[len(list(questions(task))) :]
+            if order != "right first":
+                assert reward == 0.0, (order, env.unwrapped.problems())
+        assert heard["right first"] == heard["right last"] == heard["right fifth"]
+        assert all("thank" not in text.lower() for text, _ in heard["right last"][:-1])

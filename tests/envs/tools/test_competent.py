@@ -1,11 +1,15 @@
 """A competent agent, written the way an LLM agent behaves, scores 1; the cheats that used
-to pass score 0.
+to pass score 0; always refusing wins the refusals only, and random play nothing.
 
 The agent reasons in ``<think>`` blocks, asks in natural words (``natural.py``), looks the
 records up, proposes a plan that names true details of them and asks to go ahead, acts, and
 reports the facts in other formats, with values it works out (a balance's change, an
 appointment's end) and a refusal's reason in its own words. Each id is played on 3 seeds
 (60 in the slow run, where >= 97% must score 1).
+
+Always refusing (ask, read, then refuse with the task's reason in other words, or a reason of
+the domain when the task has none) wins exactly the refused requests; random play (the env's
+random actions) wins nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import random
 import re
 
+import numpy as np
 import pytest
 
 import palaestra
@@ -30,7 +35,16 @@ from palaestra.envs.tools.facts import (
     values,
 )
 from tests.envs.tools.natural import PARAPHRASES, QUESTIONS
-from tests.envs.tools.test_attacks import IDS, Script, act, other_format, score, task_of, writes
+from tests.envs.tools.test_attacks import (
+    IDS,
+    Script,
+    act,
+    other_format,
+    refused,
+    score,
+    task_of,
+    writes,
+)
 
 SEEDS = [3, pytest.param(60, marks=pytest.mark.slow)]
 OPENINGS = ("I'd be happy to help with that!", "Sure, I can help.", "Thanks for reaching out.")
@@ -123,3 +137,39 @@ def share_won(env_id: str, seeds: int) -> tuple[float, list]:
 def test_a_competent_agent_wins(env_id, seeds):
     share, lost = share_won(env_id, seeds)
     assert share >= (0.97 if seeds >= 60 else 1.0), lost
+
+
+def always_refuses(env: DomainTools, rng: random.Random) -> Script:
+    """Ask, make the reads, then refuse: the task's reason in other words when it has one,
+    else a reason of the domain."""
+    task, domain = task_of(env), env.unwrapped.backend_type.name
+    for pair in chunks(task.facts, 2):
+        yield " ".join(rng.choice(QUESTIONS[domain][fact.topics[0]]) for fact in pair)
+    reads = [c for c in oracle_calls(task) if c.name not in writes(env)]
+    if reads:
+        yield act(env, reads)
+    why = [f.value for f in task.report if f.kind == REASON] or sorted(PARAPHRASES[domain])[:1]
+    yield f"I'm sorry, I can't do that: {rng.choice(PARAPHRASES[domain][why[0]])}."
+
+
+@pytest.mark.parametrize("seeds", SEEDS)
+@pytest.mark.parametrize("env_id", IDS)
+def test_always_refusing_wins_the_refusals_only(env_id, seeds):
+    env = palaestra.make(env_id)
+    for seed in range(seeds):
+        env.reset(seed=seed)
+        reward = score(env, always_refuses(env, random.Random(seed)))
+        assert reward == float(refused(env)), (seed, env.unwrapped.problems())
+
+
+@pytest.mark.parametrize("seeds", SEEDS)
+@pytest.mark.parametrize("env_id", IDS)
+def test_random_play_wins_nothing(env_id, seeds):
+    env, rng = palaestra.make(env_id), np.random.default_rng(0)
+    for seed in range(seeds):
+        env.reset(seed=seed)
+        while True:
+            _, reward, terminated, truncated, _ = env.step(env.random_action(rng))
+            if terminated or truncated:
+                break
+        assert reward == 0.0

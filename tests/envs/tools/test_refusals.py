@@ -99,17 +99,23 @@ def test_a_wrong_reason_fails_even_when_the_right_one_follows(env_id):
 
 @pytest.mark.parametrize("env_id", ["tools:Shop-v0", "tools:Bank-v0", "tools:Clinic-Hard-v0"])
 def test_the_reason_counts_only_after_the_record_that_shows_it(env_id):
-    """Said before the read, the right reason is not told; said again after it, it is."""
+    """Said before the read, the right reason is not told; said again after it, it is. A
+    refusal closes the conversation, so the early one says more is to come ("Let me
+    double-check"); an early refusal that closes ends the episode with 0."""
     for env, seed in refusals(env_id):
         task = env.unwrapped.task
         (why,) = [f for f in task.report if f.kind == REASON]
         (grounded,) = [c for c in task.checks if isinstance(c, Grounded)]
         phrase = env.unwrapped.backend_type.vocabulary.reasons[why.value][0]
-        early = f"I'm afraid I can't: {phrase}."
+        refusal = f"I'm afraid I can't: {phrase}."
+        early = f"{refusal} Let me double-check that."
         *asks, calls = asked_and_read(env)
         assert play(env, [*asks, early, calls, "Anything else?"]) == 0.0
         env.reset(seed=seed)
-        assert play(env, [*asks, early, calls, early]) == 1.0, env.unwrapped.problems()
+        assert play(env, [*asks, early, calls, refusal]) == 1.0, env.unwrapped.problems()
         env.reset(seed=seed)
         before_identity = env.format.format(grounded.attempt, env.own_tools)
-        assert play(env, [before_identity, *asks, calls.split("\n")[0], early]) == 0.0
+        assert play(env, [before_identity, *asks, calls.split("\n")[0], refusal]) == 0.0
+        env.reset(seed=seed)
+        _, reward, terminated, *_ = env.step(refusal)
+        assert terminated and reward == 0.0

@@ -22,11 +22,9 @@ from palaestra.envs.tools.env import (
     oracle_calls,
 )
 from palaestra.envs.tools.shop import Shop
-from palaestra.envs.tools.user import STOP, AgentUser, Progress
+from palaestra.envs.tools.user import STOP, AgentUser
 from palaestra.runner import Runner, make_tasks
 from palaestra.tools.function import MAX_OUTPUT_CHARS
-
-NOT_DONE = Progress(database_done=False, reported=False)
 
 
 def play(env, seed=0, policy=None, options=None):
@@ -193,16 +191,19 @@ def test_claims_without_actions_score_zero():
 
 
 def test_required_facts_must_be_told_within_the_message_cap():
+    """A fact past the first :data:`MAX_MESSAGE_CHARS` characters of a message is not told:
+    the user, who cannot tell a good report from a bad one, ends the conversation on the
+    closing all the same, and the grade is 0; the same fact inside the cap scores 1."""
     env = shop("medium")
-    seed_where(env, lambda task: len(task.report) == 1 and task.report[0].kind == "amount")
-    inner = env.unwrapped
-    run(inner, oracle_calls(inner.task))
-    assert inner.progress().database_done and not inner.progress().reported
-    (fact,) = inner.task.report
-    _, reward, terminated, *_ = env.step("x" * MAX_MESSAGE_CHARS + " " + fact.text)
-    assert not terminated and reward == 0.0
-    _, reward, terminated, *_ = env.step(f"Done: {fact.text}.")
-    assert terminated and reward == 1.0
+    seed = seed_where(env, lambda task: len(task.report) == 1 and task.report[0].kind == "amount")
+    (fact,) = env.unwrapped.task.report
+    for padding, won in (("x" * MAX_MESSAGE_CHARS, 0.0), ("", 1.0)):
+        env.reset(seed=seed)
+        inner = env.unwrapped
+        run(inner, oracle_calls(inner.task))
+        assert inner.progress().database_done and not inner.progress().reported
+        observation, reward, terminated, *_ = env.step(f"All done. {padding} {fact.text}.")
+        assert terminated and reward == won and observation.startswith("Thank you")
 
 
 # -- the policy, enforced by the tools -------------------------------------------------------

@@ -10,11 +10,12 @@ import pytest
 
 import palaestra
 from palaestra.envs.tools.facts import shown
-from palaestra.envs.tools.user import YES, Progress, ScriptedUser
+from palaestra.envs.tools.user import THANKS, YES, ScriptedUser, closes
 from tests.envs.tools.natural import QUESTIONS
 
 HARD = ("tools:Shop-Hard-v0", "tools:Bank-Hard-v0", "tools:Clinic-Hard-v0")
-NOT_DONE = Progress(database_done=False, reported=False)
+NOT_DONE: dict[str, set[str]] = {}
+"""Nothing shown to the agent (the user's replies take the message and the values shown)."""
 
 
 def tasks(env_id: str, seeds=range(6)):
@@ -90,23 +91,47 @@ def test_two_facts_a_reply_and_nothing_for_a_questionnaire(env_id):
         assert not any(fact.text in reply.text for fact in task.facts)
 
 
+CLOSINGS = (
+    "Done.", "All set!", "Anything else?", "Is there anything else I can help you with?",
+    "Your order has been cancelled; the refund goes back to your card.",
+    "I've booked Dr. Paula Lindqvist for you at 08:00.", "Cancelled; $12.00 is on its way.",
+    "I'm sorry, I can't do that: the order is no longer pending.",
+    "Unfortunately that is not possible under our policy.",
+    "Your appointment is confirmed. Have a great day!",
+    "Let me know if there's anything else I can do.",
+)  # fmt: skip
+OPEN = (
+    "Hmm", "", "Let me look that up.", "I found your order; let me cancel it now.",
+    "Your identity has been verified. One moment while I check the order.",
+    "It is not done yet.", "Once that is done, I will send the refund.",
+    "The order was placed on May 3 and it was delivered.", "Your new card ends in 1234.",
+    "Is it done?",
+)  # fmt: skip
+
+
+def test_closing_is_read_from_the_words():
+    """A report of the work done, a refusal or "anything else?" closes a message; narration,
+    a plan, a statement that more is to come, or a negated "done" do not."""
+    assert [m for m in CLOSINGS if not closes(m)] == []
+    assert [m for m in OPEN if closes(m)] == []
+
+
 @pytest.mark.parametrize("env_id", ["tools:Shop-v0", "tools:Bank-Hard-v0", "tools:Clinic-v0"])
-def test_replies_do_not_depend_on_the_database(env_id):
-    """A done database, a refused request or nothing done: the user says the same, so its
-    replies tell the agent nothing about the state (only satisfaction ends the talk)."""
-    messages = ["Done.", "All set!", "Anything else?", "Shall I proceed?", "Hmm", ""]
+def test_a_closing_ends_the_talk_and_anything_else_uses_patience(env_id):
+    """The user thanks and stops on a closing that asks nothing it can answer (the grade is
+    not its to know); a message that neither asks nor closes gets "Is it done?"; a question
+    it can answer is answered even in a closing message."""
     for task in tasks(env_id):
-        states = (
-            NOT_DONE,
-            Progress(True, False),
-            Progress(False, True),
-            Progress(True, True, False),
-        )
-        replies = {
-            tuple(started(task).respond(m, state).text for m in messages) for state in states
-        }
-        assert len(replies) == 1
-        assert started(task).respond("Done.", Progress(True, True)).stop
+        for message in CLOSINGS:
+            reply = started(task).respond(message, NOT_DONE)
+            assert (reply.text, reply.stop) == (THANKS, True), message
+        for message in OPEN:
+            reply = started(task).respond(message, NOT_DONE)
+            assert not reply.stop and not reply.text.startswith("Thank"), message
+        if task.facts:
+            first = task.facts[0]
+            asked = f"All done. Could you also tell me your {first.topics[0]}?"
+            assert started(task).respond(asked, NOT_DONE).text == first.text
 
 
 def test_proposals_are_agreed_unless_they_state_what_nobody_showed():
@@ -123,13 +148,12 @@ def test_proposals_are_agreed_unless_they_state_what_nobody_showed():
         pytest.fail("no cancellation in 40 seeds")
     order = task.actions[-1].arguments["order_id"]
     (refund,) = task.report
-    records = shown(" ".join(task.outcomes), task.vocabulary)
-    read = Progress(database_done=False, reported=False, shown=records)
+    read = shown(" ".join(task.outcomes), task.vocabulary)
     user = started(task)
     agreed = f"I can cancel order {order}; {refund.text} goes back to you. Shall I proceed?"
     assert user.respond(agreed, read).text == YES
     assert user.respond(agreed, NOT_DONE).text != YES  # the refund was never shown
-    other = sorted(records["id"] - {order.lstrip("#").upper()})
+    other = sorted(read["id"] - {order.lstrip("#").upper()})
     assert other, "the records show another id"
     assert user.respond(f"Shall I cancel {other[0]} too?", read).text == YES
     for made_up in ("Shall I cancel order #W9999?", f"Shall I cancel {order} and refund $1.23?"):
