@@ -146,7 +146,7 @@ def match_rate(
     for domain in DOMAINS:
         suite_paths(domain, seeds)  # built before timing, as they are once per run
     for old in (cache_dir() / "fuzzed").glob("*.sqlite"):  # each question's built in the timing
-        old.unlink()
+        old.unlink(missing_ok=True)
     cpu, worker, started = time.process_time(), worker_cpu(), time.perf_counter()
     matched = 0
     for answer, (gold, path) in zip(answers, pairs, strict=True):
