@@ -13,12 +13,15 @@
     python benchmarks/bench_sql.py --episodes 300 --checks 300
 
 ``--save-pairs FILE`` writes the question pairs; ``--pairs FILE`` checks those instead, so
-two versions of palaestra can be timed on the same queries. ``--suite-sizes 0 1 2 4 8``
-also times checks with test-suite grading (``suite=K``) and measures what it catches:
-near misses made from generated golds (DISTINCT added or dropped, a bound made strict or
-loose) that score 1 on the episode's database, how many some database of 16 other seeds
-tells apart, and how many ``suite=K`` scores 0 (and how many of those that no database
-tells apart it wrongly fails).
+two versions of palaestra can be timed on the same queries. ``--suites K:F ...`` (or
+``--suite-sizes K ...`` for ``K:0``) also times checks graded on K databases of other seeds
+and F fuzzed copies of the episode's database (:mod:`palaestra.envs.sql.suite`, built inside
+the timing), and measures what each suite catches: near misses made from generated golds
+(DISTINCT added or dropped, a bound made strict or loose, a year or month bound that skips a
+day, an integer bound off by one) that score 1 on the episode's database, how many some
+database of 16 other seeds and 4 fuzzed copies tells apart, how many each suite scores 0,
+and how many equivalent rewrites (made from the golds, and the labelled pairs of the tests)
+it wrongly scores 0.
 """
 
 from __future__ import annotations

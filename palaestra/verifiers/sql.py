@@ -446,7 +446,8 @@ def execution_match(
     ``dialect``); on another backend, at the same time as the gold.
 
     ``suite``: more databases of the same schema (test-suite grading, Zhong et al. 2020;
-    for generated domains, :func:`palaestra.envs.sql.databases.suite_paths`): a query that
+    for generated domains, :func:`palaestra.envs.sql.suite.grading_suite`: databases of
+    other seeds and copies of ``db_path`` fuzzed toward the gold's witnesses): a query that
     is right only on ``db_path``'s data (a missing DISTINCT where no names repeat) scores
     0. The gold's results there are cached (:class:`GoldCache`); a gold that keeps some
     rows (LIMIT) is judged on ``db_path`` only, since rows may tie at the cut elsewhere.
