@@ -200,8 +200,10 @@ def edits(gold: str, kinds: dict[str, str]) -> list[tuple[str, str]]:
     if match := _YEAR.search(gold):
         column, year = match.groups()
         span = match.span()
-        for bounds in (f"> '{year}-01-01' AND {column} <= '{year}-12-31'",
-                       f">= '{year}-01-01' AND {column} < '{year}-12-31'"):
+        for bounds in (
+            f"> '{year}-01-01' AND {column} <= '{year}-12-31'",
+            f">= '{year}-01-01' AND {column} < '{year}-12-31'",
+        ):
             found.append(("miss", gold[: span[0]] + f"{column} {bounds}" + gold[span[1] :]))
         between = f"{column} BETWEEN '{year}-01-01' AND '{year}-12-31'"
         label = "same" if kinds.get(column.split(".")[-1]) == "DATE" else "miss"
@@ -220,8 +222,14 @@ def edits(gold: str, kinds: dict[str, str]) -> list[tuple[str, str]]:
             same = f"{column} {other} {int(number) + step}"
             found.append(("same", gold[: match.start()] + same + gold[match.end() :]))
             negated = {">": "<=", ">=": "<", "<": ">=", "<=": ">"}[operator]
-            found.append(("same", gold[: match.start()] + f"NOT {column} {negated} {number}"
-                          + gold[match.end() :]))
+            found.append(
+                (
+                    "same",
+                    gold[: match.start()]
+                    + f"NOT {column} {negated} {number}"
+                    + gold[match.end() :],
+                )
+            )
     return found
 
 
@@ -251,10 +259,13 @@ def suite_catch(questions: int, configs: list[tuple[int, int]]) -> None:
     found = near_misses(questions, range(0, 40))
     misses = [(d, g, m, p) for d, g, m, p, label in found if label == "miss"]
     rewrites = [(d, g, m, p) for d, g, m, p, label in found if label == "same"]
-    labelled = [(d, g, m, database_path(d, seed)) for d, g, m in labelled_rewrites() for seed in (0, 1)]
+    labelled = [
+        (d, g, m, database_path(d, seed)) for d, g, m in labelled_rewrites() for seed in (0, 1)
+    ]
     rewrites += [(d, g, m, p) for d, g, m, p in labelled if not has_limit(g)]
     pool = lambda d, g, p: [  # noqa: E731
-        *(database_path(d, s) for s in POOL_SEEDS), *fuzzed_paths(p, g, POOL_FUZZED)
+        *(database_path(d, s) for s in POOL_SEEDS),
+        *fuzzed_paths(p, g, POOL_FUZZED),
     ]
     told = [any(execution_match(m, g, q) == 0.0 for q in pool(d, g, p)) for d, g, m, p in misses]
     print(
@@ -268,10 +279,16 @@ def suite_catch(questions: int, configs: list[tuple[int, int]]) -> None:
         "rewrites wrongly scored 0 |\n| ---: | ---: | ---: | ---: | ---: |"
     )
     for seeds, fuzzed in configs:
-        suite = lambda d, g, p: grading_suite(d, p, g, seeds=seeds, fuzzed=fuzzed)  # noqa: E731
-        caught = [execution_match(m, g, p, suite=suite(d, g, p)) == 0.0 for d, g, m, p in misses]
+
+        def scores(edits: list, seeds: int = seeds, fuzzed: int = fuzzed) -> list[float]:
+            return [
+                execution_match(m, g, p, suite=grading_suite(d, p, g, seeds=seeds, fuzzed=fuzzed))
+                for d, g, m, p in edits
+            ]
+
+        caught = [score == 0.0 for score in scores(misses)]
         hit = sum(c for c, t in zip(caught, told, strict=True) if t)
-        wrong = sum(execution_match(m, g, p, suite=suite(d, g, p)) == 0.0 for d, g, m, p in rewrites)
+        wrong = sum(score == 0.0 for score in scores(rewrites))
         print(f"| {seeds} | {fuzzed} | {hit}/{sum(told)} | {sum(caught)}/{len(misses)} | {wrong} |")
 
 
@@ -283,10 +300,19 @@ def main() -> None:
     parser.add_argument("--pairs", help="JSON file of [gold, path] pairs to check instead")
     parser.add_argument("--save-pairs", help="write this version's question pairs here")
     parser.add_argument("--checks-only", action="store_true")
-    parser.add_argument("--suite-sizes", nargs="*", type=int, default=[],
-                        help="K: grade on K databases of other seeds (same as --suites K:0)")
-    parser.add_argument("--suites", nargs="*", default=[],
-                        help="K:F: K databases of other seeds and F fuzzed copies")
+    parser.add_argument(
+        "--suite-sizes",
+        nargs="*",
+        type=int,
+        default=[],
+        help="K: grade on K databases of other seeds (same as --suites K:0)",
+    )
+    parser.add_argument(
+        "--suites",
+        nargs="*",
+        default=[],
+        help="K:F: K databases of other seeds and F fuzzed copies",
+    )
     parser.add_argument("--near-miss-questions", type=int, default=300)
     parser.add_argument("--group", type=int, default=1, help="check each pair this many times")
     args = parser.parse_args()

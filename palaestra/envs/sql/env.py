@@ -32,8 +32,8 @@ from palaestra.core.env import Policy, StepResult
 from palaestra.core.tool_calls import ToolCall
 from palaestra.envs.base import AnswerEnv, Grade
 from palaestra.envs.sql.databases import DOMAINS, database_path
-from palaestra.envs.sql.suite import grading_suite
 from palaestra.envs.sql.questions import LEVELS, generate_question
+from palaestra.envs.sql.suite import grading_suite
 from palaestra.envs.tool_env import ToolEnv
 from palaestra.tasks import Problem
 from palaestra.tools import FunctionTool, ToolError

@@ -328,7 +328,11 @@ def _number_witnesses(column: _Column, facts: GoldFacts) -> list[Any]:
         else:
             decimals = 0 if literal == int(literal) else len(repr(literal).split(".")[1])
             unit = 10.0**-decimals
-            candidates = [float(literal), round(literal + unit, decimals), round(literal - unit, decimals)]
+            candidates = [
+                float(literal),
+                round(literal + unit, decimals),
+                round(literal - unit, decimals),
+            ]
         witnesses += [c for c in candidates if low <= c <= high and c not in witnesses]
     return witnesses
 
@@ -413,7 +417,8 @@ def _apply(
         siblings = [
             row[1]
             for row in connection.execute(f'PRAGMA table_info("{table}")')
-            if _kind(row[2] or "") in ("date", "datetime") and row[1] not in keys
+            if _kind(row[2] or "") in ("date", "datetime")
+            and row[1] not in keys
             and row[1] != column.name
         ]
     for rowid, value in edits.items():
@@ -513,9 +518,7 @@ def _scope(source: str, version: int, gold_sql: str) -> dict[str, dict[int, int]
         connection.close()
 
 
-def _write_fuzzed(
-    source: Path, path: Path, edit: Callable[[sqlite3.Connection], object]
-) -> None:
+def _write_fuzzed(source: Path, path: Path, edit: Callable[[sqlite3.Connection], object]) -> None:
     """Copy ``source`` to a temporary file beside ``path``, ``edit`` it, make it read-only
     and rename it to ``path``."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".fuzzed-", suffix=".sqlite")
