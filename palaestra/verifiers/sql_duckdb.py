@@ -51,8 +51,9 @@ from palaestra.verifiers.sql_duckdb_worker import (
 )
 from palaestra.verifiers.worker import WorkerError, WorkerLost, WorkerPool, WorkerTimeout
 
-WORKER_MEMORY_MB = 1536
-"""The worker process's address space (DuckDB reserves about 850 MB of it at start)."""
+WORKER_MEMORY_MB = 1664
+"""The worker process's address space (DuckDB reserves about 850 MB of it at start, and
+NumPy, which copies tables in, about 120 MB)."""
 LOAD_TIMEOUT_S = 120.0
 CATALOG_TIMEOUT_S = 30.0
 
