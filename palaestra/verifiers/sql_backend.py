@@ -213,6 +213,20 @@ def value_bytes(value: Any) -> int:
     return 8
 
 
+def _row_bytes(row: tuple[Any, ...]) -> int:
+    """The sum of :func:`value_bytes` over a row, with the common types counted inline."""
+    width = 0
+    for value in row:
+        kind = type(value)
+        if kind is str or kind is bytes:
+            width += len(value)
+        elif kind is int or kind is float or value is None:
+            width += 8
+        else:
+            width += value_bytes(value)
+    return width
+
+
 def fetch_rows(
     cursor: Any, max_rows: int, max_bytes: int = MAX_RESULT_BYTES
 ) -> tuple[list[tuple[Any, ...]], bool]:
@@ -229,7 +243,7 @@ def fetch_rows(
         if not chunk:
             break
         for row in chunk:
-            width = sum(value_bytes(v) for v in row)
+            width = _row_bytes(row)
             widest = max(widest, width)
             size += width
         if size > max_bytes:
