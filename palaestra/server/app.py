@@ -4,7 +4,8 @@ Protocol in :mod:`palaestra.runner.network`; one client's connection in
 :mod:`palaestra.server.connection`. The server holds at most ``max_connections``
 connections (sockets past that many, handshaking or open, are dropped as they connect,
 with a few more for the HTTP routes); a reaper closes sessions idle past the limit, and
-connections that have had no session and no request for as long.
+connections that have had no session and no request for as long, and hands the memory of
+closed sessions back to the system (:mod:`palaestra.server.memory`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from fastapi import FastAPI, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from palaestra.runner.network import ACTION_LIMIT_HEADER
+from palaestra.server import memory
 from palaestra.server.access import BearerAuth
 from palaestra.server.connection import Connection, UnreadBudget
 from palaestra.server.sessions import SessionTable
@@ -90,7 +92,13 @@ async def _refuse(websocket: WebSocket, message: str) -> None:
 
 
 async def _reap_idle(table: SessionTable, connections: set[Connection]) -> None:
+    """Every few seconds: close idle sessions and connections; when sessions have closed
+    (for any reason) and fewer are open than at their peak, hand the memory their envs
+    freed back to the system, on that pass and the next (an env closes on its session's
+    thread, maybe after the first). Sessions replaced as fast as they close (a client's
+    unhealthy ones) reuse that memory instead: no trim then."""
     idle_s = table.limits.idle_timeout_s
+    closed_before = peak = trims_due = 0
     while True:
         await asyncio.sleep(min(5.0, idle_s / 4))
         table.close_idle()
@@ -98,6 +106,14 @@ async def _reap_idle(table: SessionTable, connections: set[Connection]) -> None:
         for connection in list(connections):
             if connection.is_idle() and connection.last_active < deadline:
                 connection.drop("idle", f"no session and no request for {idle_s:g} s")
+        closed = sum(table.counters[f"sessions_closed_{reason}"] for reason in CLOSE_REASONS)
+        open_now = len(table.sessions)
+        if closed != closed_before and open_now < peak:
+            trims_due, peak = 2, open_now
+        closed_before, peak = closed, max(peak, open_now)
+        if trims_due:
+            trims_due -= 1
+            await asyncio.to_thread(memory.trim)
 
 
 def render_metrics(table: SessionTable, connections: int) -> str:

@@ -11,6 +11,7 @@ from rich.console import Console
 from palaestra.console import fail
 from palaestra.core.extras import extras_problem
 from palaestra.runner.network import TOKEN_ENV_VAR
+from palaestra.server import memory
 from palaestra.server.run import build_server
 from palaestra.server.sessions import ServerLimits
 from palaestra.server.stepping import Stepping
@@ -110,6 +111,7 @@ def serve_command(
         fail(console, exc)
     served = ", ".join(envs) if envs else "every registered env"
     console.print(f"serving {served} on ws://{host}:{port}/sessions")
+    memory.cap_malloc_arenas()  # this process is the server's: before its session threads
     server.run()
 
 

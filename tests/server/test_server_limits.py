@@ -315,3 +315,26 @@ def test_handshakes_have_a_deadline_and_count_against_the_connection_cap():
         assert metric(url, "palaestra_connections_refused_total") == 5
         runner = Runner(PolicyAgent(lambda obs: "x"), max_turns=1, host=EnvServerClient(url))
         assert runner.run([Task("test:Echo-v0", 0)])[0].error is None
+
+
+async def test_the_memory_of_closed_sessions_goes_back_to_the_system(monkeypatch):
+    from palaestra.server import memory
+
+    trims = []
+    monkeypatch.setattr(memory, "trim", lambda: trims.append(1) or True)
+    with running_server(limits=ServerLimits(idle_timeout_s=2.0)) as url:  # a pass each 0.5 s
+        async with raw_socket(url) as ws:
+            await _open(ws, 0, "test:Echo-v0", 0)
+            await asyncio.sleep(1.2)
+            assert trims == []  # nothing closed yet: nothing to hand back
+        wait_for(lambda: len(trims) == 2)  # the pass that sees the close, and the next
+        await asyncio.sleep(1.2)
+        assert len(trims) == 2
+
+
+def test_a_malloc_arena_max_already_set_rules(monkeypatch):
+    from palaestra.server import memory
+
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")
+    assert memory.cap_malloc_arenas(2) is False
+    assert memory.trim() in (True, False)
