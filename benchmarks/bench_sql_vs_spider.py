@@ -40,10 +40,10 @@ from pathlib import Path
 import sqlglot
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_sql import MUTATIONS, question_pairs, worker_cpu  # noqa: E402
+from bench_sql import MUTATIONS, question_pairs, worker_cpu
 
-from palaestra.envs.sql.databases import DOMAINS, database_path, suite_paths  # noqa: E402
-from palaestra.verifiers.sql import execution_match  # noqa: E402
+from palaestra.envs.sql.databases import DOMAINS, database_path, suite_paths
+from palaestra.verifiers.sql import execution_match
 
 Pair = tuple[str, str, str, str]
 """(kind, predicted SQL, gold SQL, domain)."""
@@ -122,8 +122,12 @@ def agreement(pairs: list[tuple[Pair, str]], ours: list[float], theirs: list[flo
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     examples: dict[str, list[str]] = defaultdict(list)
     for ((kind, predicted, gold, _), _), mine, spider in zip(pairs, ours, theirs, strict=True):
-        label = "both 1" if mine == spider == 1 else "both 0" if mine == spider == 0 else (
-            "palaestra 1, Spider 0" if mine == 1 else "palaestra 0, Spider 1"
+        label = (
+            "both 1"
+            if mine == spider == 1
+            else "both 0"
+            if mine == spider == 0
+            else ("palaestra 1, Spider 0" if mine == 1 else "palaestra 0, Spider 1")
         )
         counts[kind][label] += 1
         if mine != spider and len(examples[label]) < 3:
@@ -154,14 +158,20 @@ def main() -> None:
         database_path(domain)
     pairs = make_pairs(args.questions)
     duckdb_sql = [in_duckdb(predicted) for (_, predicted, _, _), _ in pairs]
-    print(f"load: {os.getloadavg()[0]:.2f}; {len(pairs)} pairs: {dict(Counter(k for (k, *_), _ in pairs))}")
+    print(
+        f"load: {os.getloadavg()[0]:.2f}; {len(pairs)} pairs: {dict(Counter(k for (k, *_), _ in pairs))}"
+    )
     with tempfile.TemporaryDirectory() as root:
         for size in args.suite_sizes:
             laid = lay_out(pairs, size, Path(root))
             spider, *rates = timed(
-                lambda i: eval_exec_match(
-                    str(laid[i][0]), pairs[i][0][1], pairs[i][0][2], plug_value=False,
-                    keep_distinct=True, progress_bar_for_each_datapoint=False,
+                lambda i, laid=laid: eval_exec_match(
+                    str(laid[i][0]),
+                    pairs[i][0][1],
+                    pairs[i][0][2],
+                    plug_value=False,
+                    keep_distinct=True,
+                    progress_bar_for_each_datapoint=False,
                 ),
                 len(pairs),
             )
@@ -171,12 +181,14 @@ def main() -> None:
             for backend in args.backends:
                 answers = duckdb_sql if backend == "duckdb" else [p for (_, p, _, _), _ in pairs]
                 results[backend], *rates = timed(
-                    lambda i, a=answers, b=backend: execution_match(
+                    lambda i, a=answers, b=backend, laid=laid: execution_match(
                         a[i], pairs[i][0][2], laid[i][0], backend=b, suite=laid[i][1]
                     ),
                     len(pairs),
                 )
-                print(f"| palaestra execution_match ({backend}) | {rates[0]:,.0f} | {rates[1]:,.0f} |")
+                print(
+                    f"| palaestra execution_match ({backend}) | {rates[0]:,.0f} | {rates[1]:,.0f} |"
+                )
             for backend, verdicts in results.items():
                 print(f"\nAgreement, palaestra on {backend} vs Spider, suite={size}:\n")
                 agreement(pairs, verdicts, spider)

@@ -239,7 +239,9 @@ def _fits_by_type(kind: str, values: list[Any], kinds: set[type]) -> bool:
         return True
     integers = [value for value in values if type(value) is int]
     low, high = min(integers), max(integers)
-    return -(2**63) <= low and high < 2**63 if kind == "BIGINT" else -(2**53) <= low <= high <= 2**53
+    if kind == "BIGINT":
+        return -(2**63) <= low <= high < 2**63
+    return -(2**53) <= low <= high <= 2**53
 
 
 def _as_loaded(kind: str, values: list[Any]) -> list[Any]:
