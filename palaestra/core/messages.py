@@ -141,7 +141,7 @@ def to_openai_messages(messages: Sequence[Message]) -> list[Message]:
 
 def _openai_assistant(message: Message, position: int) -> Message:
     text = str(message.get("content") or "")
-    calls = parse_tool_calls(text).calls
+    calls = parse_tool_calls(without_reasoning(text)).calls  # as the envs read them
     if not calls:
         return {"role": "assistant", "content": text}
     content = strip_tool_calls(text)

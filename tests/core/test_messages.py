@@ -56,6 +56,13 @@ def test_openai_form_pairs_each_result_with_its_call_id():
     ]
 
 
+def test_calls_inside_reasoning_are_not_sent_as_calls():
+    # the envs make no call written inside <think>, so no result may be paired with one
+    text = "<think>maybe" + call("search", q="x") + "</think>Sure." + call("f")
+    converted = to_openai_messages([{"role": "assistant", "content": text}])
+    assert [c["function"]["name"] for c in converted[0]["tool_calls"]] == ["f"]
+
+
 def test_results_of_unparsable_calls_go_out_as_user_messages():
     messages = [
         {"role": "assistant", "content": "<tool_call>{oops</tool_call>"},

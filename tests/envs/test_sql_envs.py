@@ -183,6 +183,19 @@ def test_sql_tag_variant_explores_with_sql_tags():
     assert info["role"] == "tool" and f"\n{students}</observation>" in observation
 
 
+def test_a_solution_inside_reasoning_does_not_end_an_exploring_turn():
+    env = palaestra.make("sql:School-SQLTag-v0")
+    env.reset(seed=0)
+    gold = env.unwrapped.oracle_query()
+    explore = "<sql>SELECT COUNT(*) FROM students</sql>"
+    for reasoning in (f"<think>maybe <solution>{gold}</solution></think>", "<think>unclosed, "):
+        action = reasoning + explore if "</think>" in reasoning else explore + reasoning + gold
+        *_, terminated, _, info = env.step(action)
+        assert not terminated and info["role"] == "tool", action
+    *_, terminated, _, _ = env.step(f"<think>done</think><solution>{gold}</solution>{explore}")
+    assert terminated
+
+
 def test_spider_and_bird_files(tmp_path):
     env = palaestra.make("sql:Spider-v0")
     assert env.unwrapped.problem_count == 12

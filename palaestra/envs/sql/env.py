@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from palaestra.core.env import Policy, StepResult
+from palaestra.core.messages import without_reasoning
 from palaestra.core.tool_calls import ToolCall
 from palaestra.envs.base import AnswerEnv, Grade
 from palaestra.envs.sql.databases import DOMAINS, database_path
@@ -566,9 +567,10 @@ class SQLToolEnv(ToolEnv):
         return self._shown(action, await super().astep(action))
 
     def _answers(self, action: str) -> bool:
-        """With tags, a turn holding a whole ``<solution>`` answers even if it also has a
-        ``<sql>`` tag (SkyRL-SQL ends the episode on it)."""
-        return self.format.name == "tags" and "<solution>" in action and "</solution>" in action
+        """With tags, a turn holding a whole ``<solution>`` outside its reasoning answers even
+        if it also has a ``<sql>`` tag (SkyRL-SQL ends the episode on it)."""
+        said = without_reasoning(action)
+        return self.format.name == "tags" and "<solution>" in said and "</solution>" in said
 
     def _shown(self, action: str, result: StepResult) -> StepResult:
         """A tool turn's observation as the agent sees it (in an ``<observation>`` block for
