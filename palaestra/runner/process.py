@@ -12,6 +12,7 @@ spec, wrapper stack included. A worker process that dies fails the envs it held
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
@@ -26,6 +27,8 @@ from palaestra.runner.tasks import Task
 _worker_envs: dict[int, Any] = {}
 _worker_free: dict[tuple, list[Any]] = {}
 _worker_keys: dict[int, tuple] = {}
+MAX_IDLE_ENVS = 16
+"""Released envs a worker keeps per env id and kwargs for reuse; the rest are closed."""
 
 
 def reset_in_worker(
@@ -72,10 +75,19 @@ def step_in_worker(handle: int, action: str) -> StepResult:
 
 
 def release_in_worker(handle: int, reuse: bool) -> None:
+    """Keep the env for the next episode of its kind, up to :data:`MAX_IDLE_ENVS` of them;
+    close it otherwise (and always after a crash, ``reuse=False``), so a worker's memory
+    falls back once a burst of episodes is over."""
     env = _worker_envs.pop(handle, None)
     key = _worker_keys.pop(handle, None)
-    if env is not None and reuse and key is not None:
-        _worker_free.setdefault(key, []).append(env)
+    if env is None:
+        return
+    free = _worker_free.setdefault(key, []) if key is not None else None
+    if reuse and free is not None and len(free) < MAX_IDLE_ENVS:
+        free.append(env)
+        return
+    with contextlib.suppress(Exception):  # a broken env must not fail the release
+        env.close()
 
 
 class WorkerDied(RuntimeError):

@@ -48,3 +48,22 @@ async def test_the_pool_replaces_a_dead_worker_and_fails_only_the_envs_it_held(m
         await fresh.areset(seed=2)
         fresh_pid = (await fresh.astep("z"))[4]["pid"]
         assert pool.replaced == 1 and fresh_pid not in (dead_pid, os.getpid())
+
+
+def test_a_worker_keeps_a_bounded_number_of_released_envs_and_closes_the_rest(monkeypatch):
+    from palaestra.runner import process
+
+    closed = []
+    monkeypatch.setattr(process, "_worker_free", {})
+    monkeypatch.setattr(process, "MAX_IDLE_ENVS", 2)
+    spec = palaestra.spec("game:GuessTheNumber-v0")
+    for handle in range(5):
+        process.reset_in_worker(handle, spec, {}, handle, None)
+        monkeypatch.setattr(
+            process._worker_envs[handle], "close", lambda h=handle: closed.append(h)
+        )
+    for handle in range(4):
+        process.release_in_worker(handle, reuse=True)
+    process.release_in_worker(4, reuse=False)  # after a crash: never reused
+    assert [len(free) for free in process._worker_free.values()] == [2]
+    assert closed == [2, 3, 4]
