@@ -25,14 +25,12 @@ that fails raises :class:`SQLError` (a broken task is not a wrong answer).
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import os
 import re
 import sqlite3
 import threading
 import time
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -64,17 +62,28 @@ from palaestra.verifiers.sql_compare import (
     results_match,
     tie_blocks,
 )
+from palaestra.verifiers.sql_files import (
+    HOLD_TRIES,
+    FileHold,
+    add_rebuilder,
+    delete_unless_held,
+    hold_file,
+    rebuild,
+)
 from palaestra.verifiers.worker import WorkerPool
 
 __all__ = [
     "BACKENDS",
     "DEFAULT_MAX_ROWS",
     "DEFAULT_TIMEOUT",
+    "HOLD_TRIES",
+    "FileHold",
     "Gold",
     "GoldCache",
     "QueryResult",
     "SQLError",
     "SQLiteDatabase",
+    "add_rebuilder",
     "answer_matches",
     "connect_readonly",
     "default_golds",
@@ -83,6 +92,7 @@ __all__ = [
     "execution_match",
     "hold_file",
     "open_database",
+    "rebuild",
     "run_query",
     "to_sqlite",
 ]
@@ -214,29 +224,6 @@ def run_query(
     return QueryResult(columns, rows, truncated=truncated)
 
 
-def hold_file(owner: object, path: Path) -> Callable[[], None]:
-    """Hold a shared lock on ``path`` while ``owner`` lives: a cache that deletes files
-    (:func:`delete_unless_held`) leaves it in place. Returns the release (also run when
-    ``owner`` is collected)."""
-    descriptor = os.open(path, os.O_RDONLY)
-    fcntl.flock(descriptor, fcntl.LOCK_SH)
-    return weakref.finalize(owner, os.close, descriptor)
-
-
-def delete_unless_held(path: Path) -> bool:
-    """Delete ``path`` unless a process holds it (:func:`hold_file`); whether it was."""
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        path.unlink(missing_ok=True)
-        return True
-    finally:
-        os.close(descriptor)
-
-
 _pool: WorkerPool | None = None
 _pool_lock = threading.Lock()
 
@@ -269,14 +256,26 @@ def _worker_connection(path: str) -> sqlite3.Connection:
     return entry[1]
 
 
-def query_in_worker(path: str, sql: str, max_rows: int, timeout: float) -> QueryResult | Refusal:
-    """(In a worker) :func:`run_query` on ``path``: its result, or a :class:`Refusal`."""
+MISSING = "missing"
+"""A worker's answer when the database file is not there (the parent builds it again)."""
+
+
+def query_in_worker(
+    path: str, sql: str, max_rows: int, timeout: float
+) -> QueryResult | Refusal | str:
+    """(In a worker) :func:`run_query` on ``path``: its result, a :class:`Refusal`, or
+    :data:`MISSING`."""
     try:
-        return run_query(_worker_connection(path), sql, timeout=timeout, max_rows=max_rows)
-    except SQLError as error:
-        return Refusal(str(error), error.syntax)
+        connection = _worker_connection(path)
+    except FileNotFoundError:
+        _worker_connections.pop(path, None)
+        return MISSING
     except OSError as error:
         return Refusal(f"error: cannot open the database: {error}")
+    try:
+        return run_query(connection, sql, timeout=timeout, max_rows=max_rows)
+    except SQLError as error:
+        return Refusal(str(error), error.syntax)
 
 
 class SQLiteDatabase:
@@ -295,8 +294,11 @@ class SQLiteDatabase:
         kill_grace: float = KILL_GRACE_S,
     ) -> None:
         self.path = Path(path).resolve()
+        try:  # held first: a cache never deletes a file in use; built again if it went
+            self._hold = FileHold(self.path)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no SQLite database at {self.path}") from None
         self.connection = connect_readonly(self.path)
-        self._release = hold_file(self, self.path)  # a cache never deletes a file in use
         self.version = _file_version(self.path)
         self._pool = pool
         self.kill_grace = kill_grace
@@ -320,8 +322,21 @@ class SQLiteDatabase:
         check_size(sql)
         pool = self._pool or default_pool()
         args = (str(self.path), sql, max_rows, timeout)
+
+        def build_if_missing(reply: Any) -> Any:
+            if reply != MISSING:
+                return reply
+            self._hold.renew()  # deleted though held (by hand, or from another machine)
+            reply = pool.call(query_in_worker, args, timeout=timeout + self.kill_grace)
+            return Refusal("error: the database file is missing") if reply == MISSING else reply
+
         return worker_query(
-            pool, query_in_worker, args, timeout=timeout, kill_grace=self.kill_grace
+            pool,
+            query_in_worker,
+            args,
+            timeout=timeout,
+            kill_grace=self.kill_grace,
+            follow_up=build_if_missing,
         )
 
     def query_trusted(
@@ -357,7 +372,7 @@ class SQLiteDatabase:
 
     def close(self) -> None:
         self.connection.close()
-        self._release()
+        self._hold.close()
 
 
 @dataclass
@@ -492,7 +507,7 @@ class GoldCache:
         """The open SQLite database at ``path`` (reopened when the file changed)."""
         with self._lock:
             database = self._databases.pop(path, None)
-            if database is not None and database.version != _file_version(database.path):
+            if database is not None and database.version != _file_version_or_none(database.path):
                 database.close()
                 database = None
             database = database or SQLiteDatabase(path)
@@ -533,6 +548,13 @@ def default_golds() -> GoldCache:
 def _file_version(path: Path) -> tuple[int, int, int]:
     stat = os.stat(path)
     return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
+def _file_version_or_none(path: Path) -> tuple[int, int, int] | None:
+    try:
+        return _file_version(path)
+    except FileNotFoundError:
+        return None  # deleted: opened again (and built again)
 
 
 def _submit_predicted(

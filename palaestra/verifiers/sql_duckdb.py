@@ -49,6 +49,7 @@ from palaestra.verifiers.sql_duckdb_worker import (
     read_catalog,
     run_query,
 )
+from palaestra.verifiers.sql_files import FileHold
 from palaestra.verifiers.worker import WorkerError, WorkerLost, WorkerPool, WorkerTimeout
 
 WORKER_MEMORY_MB = 1664
@@ -99,8 +100,10 @@ class DuckDBDatabase:
         kill_grace: float = KILL_GRACE_S,
     ) -> None:
         self.path = Path(sqlite_path).resolve()
-        if not self.path.is_file():
-            raise FileNotFoundError(f"no SQLite database at {self.path}")
+        try:  # the worker loads the file by path: no cache deletes it while this is open
+            self._hold = FileHold(self.path)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no SQLite database at {self.path}") from None
         self.pool = pool or default_pool()
         self.kill_grace = kill_grace
 
@@ -127,6 +130,7 @@ class DuckDBDatabase:
         loaded (a new worker, or it was dropped), load it and call again."""
         reply = self._call(function, *args, timeout=timeout)
         if reply == UNLOADED:
+            self._present()
             self._call(load_database, timeout=LOAD_TIMEOUT_S)
             reply = self._call(function, *args, timeout=timeout)
         return reply
@@ -148,6 +152,7 @@ class DuckDBDatabase:
         def load_if_needed(reply: Any) -> Any:
             if reply != UNLOADED:  # else a new worker, or the database was dropped
                 return reply
+            self._present()
             self.pool.call(load_database, (str(self.path),), timeout=LOAD_TIMEOUT_S)
             return self.pool.call(run_query, args, timeout=timeout + self.kill_grace)
 
@@ -171,5 +176,12 @@ class DuckDBDatabase:
         """The ``CREATE TABLE`` statements in DuckDB's types, one per line."""
         return self._loaded_call(read_catalog, "schema", timeout=CATALOG_TIMEOUT_S)
 
+    def _present(self) -> None:
+        """Before the worker loads the file: hold it again, built again, if it was deleted
+        though held (by hand, or by another machine's process)."""
+        if not self.path.is_file():
+            self._hold.renew()
+
     def close(self) -> None:
-        """Nothing to free here: the worker keeps the most recently used databases."""
+        """Lets go of the file (the worker keeps the most recently used databases)."""
+        self._hold.close()

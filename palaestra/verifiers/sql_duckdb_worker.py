@@ -93,7 +93,11 @@ class _Store:
 
     def get(self, path: str) -> _Loaded | None:
         entry = self.loaded.get(path)
-        if entry is None or entry.version != _version(path):
+        try:
+            current = _version(path)
+        except OSError:  # deleted: the parent builds it again before it loads it
+            current = None
+        if entry is None or entry.version != current:
             return None
         self.loaded.move_to_end(path)
         return entry

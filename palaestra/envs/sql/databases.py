@@ -10,16 +10,21 @@ so an answer on one database says little about the next.
 A database is generated in memory and written to a temporary name, then renamed into the
 cache (:func:`cache_dir`), so concurrent processes never see a half-written file; the file
 name carries the generator version. The cache holds at most :data:`MAX_CACHED_DATABASES`
-files: each use sets its file's access time (never its modification time, which the
-DuckDB worker reads to know its loaded copy is current), and writing a new one deletes the
-least recently used, except files some process holds open
-(:class:`~palaestra.verifiers.sql.SQLiteDatabase` holds a shared lock on its file).
+files besides those in use: each use sets its file's access time (never its modification
+time, which the DuckDB worker reads to know its loaded copy is current), and writing a new
+one deletes the least recently used, except files some process holds
+(:class:`~palaestra.verifiers.sql.FileHold`; every open
+:class:`~palaestra.verifiers.sql.SQLiteDatabase` holds its file). A caller that opens the
+file later passes ``hold=`` to hold it before the cache evicts anything; a file that went
+anyway (another machine's process, a user clearing the cache) is built again from its name
+when it is next opened (:func:`~palaestra.verifiers.sql.rebuild`): building is deterministic.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 import tempfile
 import time
@@ -29,7 +34,7 @@ from pathlib import Path
 from palaestra.core.cache import cache_root
 from palaestra.envs.sql.domains import DOMAINS as _MODULES
 from palaestra.envs.sql.domains.base import GENERATOR_VERSION, Gen
-from palaestra.verifiers.sql import delete_unless_held
+from palaestra.verifiers.sql import HOLD_TRIES, add_rebuilder, delete_unless_held
 
 __all__ = [
     "DOMAINS",
@@ -39,6 +44,7 @@ __all__ = [
     "cache_dir",
     "database_path",
     "suite_paths",
+    "touch",
 ]
 
 DOMAINS: dict[str, Callable[[sqlite3.Connection, Gen], None]] = {
@@ -53,33 +59,85 @@ def cache_dir() -> Path:
     return cache_root() / "sql"
 
 
-def database_path(domain: str, seed: int = 0, directory: str | Path | None = None) -> Path:
-    """The SQLite file of ``domain`` generated from ``seed``; built on first use."""
+def database_path(
+    domain: str,
+    seed: int = 0,
+    directory: str | Path | None = None,
+    *,
+    hold: Callable[[Path], object] | None = None,
+) -> Path:
+    """The SQLite file of ``domain`` generated from ``seed``; built on first use.
+
+    ``hold``: called with the path once the file is there and before the cache evicts
+    anything (:meth:`FileHold.take <palaestra.verifiers.sql.FileHold.take>`), so the file
+    stays until the caller lets go; a :class:`FileNotFoundError` from it (the file went
+    in between) builds it again. Without it the path is not held: open it soon
+    (:class:`~palaestra.verifiers.sql.SQLiteDatabase` holds it, building it again if it
+    went)."""
     if domain not in DOMAINS:
         raise ValueError(f"unknown SQL domain {domain!r}; domains: {sorted(DOMAINS)}")
     folder = Path(directory) if directory is not None else cache_dir()
     path = folder / f"{domain}-seed{seed}-v{GENERATOR_VERSION}.sqlite"
-    if path.is_file():
-        with contextlib.suppress(OSError):  # another process may have just evicted it
-            os.utime(path, ns=(time.time_ns(), path.stat().st_mtime_ns))  # used now
-            return path
-    folder.mkdir(parents=True, exist_ok=True)
-    _build(domain, seed, path)
-    _evict(folder, MAX_CACHED_DATABASES)
+    built = False
+    for attempt in range(HOLD_TRIES):
+        if not touch(path):
+            folder.mkdir(parents=True, exist_ok=True)
+            _build(domain, seed, path)
+            built = True
+        try:
+            if hold is not None:
+                hold(path)
+            break
+        except FileNotFoundError:
+            if attempt == HOLD_TRIES - 1:
+                raise
+    if built:
+        _evict(folder, MAX_CACHED_DATABASES)
     return path
+
+
+def touch(path: Path) -> bool:
+    """Mark ``path`` used now (its access time; never its modification time): whether it
+    is there."""
+    with contextlib.suppress(OSError):  # another process may have just evicted it
+        os.utime(path, ns=(time.time_ns(), path.stat().st_mtime_ns))
+        return True
+    return False
+
+
+_NAME = re.compile(rf"(?P<domain>[a-z]+)-seed(?P<seed>\d+)-v{GENERATOR_VERSION}")
+
+
+def _rebuild(path: Path, hold: Callable[[Path], object]) -> bool:
+    """Build a generated database again from its file name (for
+    :func:`~palaestra.verifiers.sql.rebuild`)."""
+    match = _NAME.fullmatch(path.stem) if path.suffix == ".sqlite" else None
+    if match is None or match["domain"] not in DOMAINS:
+        return False
+    database_path(match["domain"], int(match["seed"]), path.parent, hold=hold)
+    return True
+
+
+add_rebuilder(_rebuild)
 
 
 SUITE_FIRST_SEED = 2**31 - 64
 """Seeds of the test-suite databases (:func:`suite_paths`), far from any episode's."""
 
 
-def suite_paths(domain: str, size: int, directory: str | Path | None = None) -> list[Path]:
+def suite_paths(
+    domain: str,
+    size: int,
+    directory: str | Path | None = None,
+    *,
+    hold: Callable[[Path], object] | None = None,
+) -> list[Path]:
     """``size`` databases of ``domain`` from seeds no episode draws, for test-suite grading
     (``execution_match(..., suite=...)``): the same for every episode, so their gold
-    results are computed once per question."""
+    results are computed once per question. ``hold``: as for :func:`database_path`."""
     if not 0 <= size <= 64:
         raise ValueError(f"a test suite holds 0 to 64 databases, got {size}")
-    return [database_path(domain, SUITE_FIRST_SEED + i, directory) for i in range(size)]
+    return [database_path(domain, SUITE_FIRST_SEED + i, directory, hold=hold) for i in range(size)]
 
 
 def _build(domain: str, seed: int, path: Path) -> None:
@@ -123,6 +181,8 @@ def _evict(folder: Path, keep: int) -> None:
     in use (:func:`~palaestra.verifiers.sql.hold_file`)."""
     files = []
     for file in folder.glob("*-seed*-v*.sqlite"):
+        if file.name.startswith("."):
+            continue  # being written
         with contextlib.suppress(OSError):
             files.append((file.stat().st_atime_ns, file))
     files.sort()

@@ -216,6 +216,14 @@ class SQLEnv(AnswerEnv):
     def db_path(self) -> Path:
         return Path(self.problem.data["db_path"])
 
+    def hold(self, path: Path) -> None:
+        """Hold the file at ``path`` for this env: its SQLite database is opened (an open
+        :class:`SQLiteDatabase` holds its file; the env keeps its most recently used ones
+        open), so no cache deletes it until the env lets go. Given to the cache's builders
+        (``hold=``), which call it before evicting anything; a file that went before it
+        was held is built again."""
+        self.sqlite(Path(path))
+
     def sqlite(self, path: Path | None = None) -> SQLiteDatabase:
         """The SQLite database at ``path`` (default: this problem's), where gold queries run."""
         path = path or self.db_path
@@ -415,7 +423,9 @@ class SyntheticSQL(SQLEnv):
         near misses (:func:`~palaestra.envs.sql.suite.grading_suite`; none for a gold
         with LIMIT)."""
         domain, gold = self.problem.data["domain"], self.problem.answer
-        return grading_suite(domain, self.db_path, gold, seeds=self.suite, fuzzed=self.fuzzed)
+        return grading_suite(
+            domain, self.db_path, gold, seeds=self.suite, fuzzed=self.fuzzed, hold=self.hold
+        )
 
     def database_seed(self, seed: int | None) -> int:
         """The seed of this episode's database (see the class docstring)."""
@@ -434,13 +444,14 @@ class SyntheticSQL(SQLEnv):
             seed, lambda: (self._draw_problem(seed), self.np_random.bit_generator.state)
         )
         self.np_random.bit_generator.state = state
-        database_path(problem.data["domain"], problem.data["db_seed"])  # rebuilt if evicted
+        domain, db_seed = problem.data["domain"], problem.data["db_seed"]
+        database_path(domain, db_seed, hold=self.hold)  # held again; built again if evicted
         return problem
 
     def _draw_problem(self, seed: int | None) -> Problem:
         domain = self.domains[int(self.np_random.integers(len(self.domains)))]
         db_seed = self.database_seed(seed)
-        path = database_path(domain, db_seed)
+        path = database_path(domain, db_seed, hold=self.hold)
         # questions draw their values with SQLite, whatever the backend
         question = generate_question(
             domain, self.sqlite(path).connection, self.np_random, levels=self.levels

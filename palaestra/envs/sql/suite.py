@@ -26,7 +26,10 @@ order line's unit price is its product's price), so an equivalent rewrite that r
 them still scores 1. The edits are drawn from a seed of (database, gold, index), so every
 process writes the same file; it is written like a generated database (a temporary file
 renamed into ``fuzzed/`` beside the episode's, read-only) and reused by every check of the
-question, which is what a GRPO group of answers to one question needs.
+question, which is what a GRPO group of answers to one question needs. The folder keeps at
+most :data:`MAX_FUZZED_DATABASES` files besides those in use, as the generated databases'
+does (:mod:`palaestra.envs.sql.databases`: ``hold=``, and a copy that went is built again
+when it is next opened, from the recipe this process kept).
 """
 
 from __future__ import annotations
@@ -41,7 +44,9 @@ import re
 import shutil
 import sqlite3
 import tempfile
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,8 +56,8 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
-from palaestra.envs.sql.databases import suite_paths
-from palaestra.verifiers.sql import delete_unless_held
+from palaestra.envs.sql.databases import suite_paths, touch
+from palaestra.verifiers.sql import HOLD_TRIES, FileHold, add_rebuilder, delete_unless_held
 from palaestra.verifiers.sql_compare import has_limit
 
 __all__ = [
@@ -72,7 +77,13 @@ __all__ = [
 FUZZ_VERSION = 2
 """Part of every fuzzed file's name: a change to the edits makes new files."""
 MAX_FUZZED_DATABASES = 256
-"""Fuzzed databases kept in one ``fuzzed/`` folder (each about the size of its source)."""
+"""Fuzzed databases kept in one ``fuzzed/`` folder besides those in use (each about the
+size of its source)."""
+STALE_TEMPORARY_S = 3600.0
+"""A temporary file this old in ``fuzzed/`` was left by a writer that died: deleted."""
+RECIPES = 4096
+"""Fuzzed copies this process remembers how to build again (:func:`fuzzed_path`'s
+arguments), should one go while it is wanted."""
 SHARE = 0.25
 """Of the rows near the gold, the share each column edits (at least one per witness)."""
 MAX_EDITS = 64
@@ -481,31 +492,90 @@ def _domain_of(path: Path) -> str | None:
     return match.group(1) if match and match.group(1) in KEEP else None
 
 
-def fuzzed_path(db_path: str | Path, gold_sql: str, index: int = 0) -> Path:
+def fuzzed_path(
+    db_path: str | Path,
+    gold_sql: str,
+    index: int = 0,
+    *,
+    hold: Callable[[Path], object] | None = None,
+) -> Path:
     """The ``index``-th fuzzed copy of ``db_path`` for ``gold_sql`` (module docstring),
-    under ``fuzzed/`` beside it; built on first use, then reused."""
+    under ``fuzzed/`` beside it; built on first use, then reused. ``hold``: as for
+    :func:`~palaestra.envs.sql.databases.database_path` (called once the copy is there,
+    before the folder evicts anything)."""
     source = Path(db_path)
     digest = hashlib.sha256(f"{FUZZ_VERSION}\0{source.name}\0{gold_sql}".encode()).hexdigest()
     folder = source.parent / "fuzzed"
     path = folder / f"{source.stem}-{digest[:20]}-{index}.sqlite"
-    if path.is_file():
-        with contextlib.suppress(OSError):  # another process may have just evicted it
-            os.utime(path, ns=(time.time_ns(), path.stat().st_mtime_ns))  # used now
-            return path
-    folder.mkdir(parents=True, exist_ok=True)
-    seed = int(digest[20:36], 16) + index
-    scope = _scope(str(source.resolve()), source.stat().st_mtime_ns, gold_sql)
-    domain = _domain_of(source)
-    _write_fuzzed(source, path, lambda db: fuzz(db, gold_sql, seed, domain, index, scope))
-    _evict(folder, MAX_FUZZED_DATABASES)
+    _remember(path, source, gold_sql, index)
+    built = False
+    for attempt in range(HOLD_TRIES):
+        if not touch(path):
+            _build_fuzzed(source, path, gold_sql, digest, index)
+            built = True
+        try:
+            if hold is not None:
+                hold(path)
+            break
+        except FileNotFoundError:
+            if attempt == HOLD_TRIES - 1:
+                raise
+    if built:
+        _evict(folder, MAX_FUZZED_DATABASES)
     return path
 
 
-def fuzzed_paths(db_path: str | Path, gold_sql: str, count: int) -> list[Path]:
+def _build_fuzzed(source: Path, path: Path, gold_sql: str, digest: str, index: int) -> None:
+    """Write the fuzzed copy ``path`` of ``source``, held meanwhile (built again if it
+    went: a generated database is)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    held = FileHold(source)
+    try:
+        seed = int(digest[20:36], 16) + index
+        scope = _scope(str(source.resolve()), source.stat().st_mtime_ns, gold_sql)
+        domain = _domain_of(source)
+        _write_fuzzed(source, path, lambda db: fuzz(db, gold_sql, seed, domain, index, scope))
+    finally:
+        held.close()
+
+
+def fuzzed_paths(
+    db_path: str | Path,
+    gold_sql: str,
+    count: int,
+    *,
+    hold: Callable[[Path], object] | None = None,
+) -> list[Path]:
     """``count`` fuzzed copies of ``db_path`` for ``gold_sql`` (:func:`fuzzed_path`)."""
     if not 0 <= count <= 16:
         raise ValueError(f"0 to 16 fuzzed databases per question, got {count}")
-    return [fuzzed_path(db_path, gold_sql, index) for index in range(count)]
+    return [fuzzed_path(db_path, gold_sql, index, hold=hold) for index in range(count)]
+
+
+_recipes: OrderedDict[Path, tuple[Path, str, int]] = OrderedDict()
+_recipes_lock = threading.Lock()
+
+
+def _remember(path: Path, source: Path, gold_sql: str, index: int) -> None:
+    with _recipes_lock:
+        _recipes[path.resolve()] = (source, gold_sql, index)
+        _recipes.move_to_end(path.resolve())
+        while len(_recipes) > RECIPES:
+            _recipes.popitem(last=False)
+
+
+def _rebuild(path: Path, hold: Callable[[Path], object]) -> bool:
+    """Build a fuzzed copy this process made again (for
+    :func:`~palaestra.verifiers.sql.rebuild`)."""
+    with _recipes_lock:
+        recipe = _recipes.get(path.resolve())
+    if recipe is None:
+        return False
+    fuzzed_path(*recipe, hold=hold)
+    return True
+
+
+add_rebuilder(_rebuild)
 
 
 @functools.lru_cache(maxsize=8)
@@ -546,7 +616,10 @@ def _evict(folder: Path, keep: int) -> None:
     files = []
     for file in folder.glob("*.sqlite"):
         with contextlib.suppress(OSError):
-            files.append((file.stat().st_atime_ns, file))
+            if not file.name.startswith("."):
+                files.append((file.stat().st_atime_ns, file))
+            elif time.time() - file.stat().st_mtime > STALE_TEMPORARY_S:
+                file.unlink()  # a writer that died left it (one being written is newer)
     files.sort()
     for _, file in files[: max(0, len(files) - keep)]:
         with contextlib.suppress(OSError):
@@ -554,13 +627,23 @@ def _evict(folder: Path, keep: int) -> None:
 
 
 def grading_suite(
-    domain: str, db_path: str | Path, gold_sql: str, *, seeds: int, fuzzed: int
+    domain: str,
+    db_path: str | Path,
+    gold_sql: str,
+    *,
+    seeds: int,
+    fuzzed: int,
+    hold: Callable[[Path], object] | None = None,
 ) -> list[Path]:
     """The databases an answer to ``gold_sql`` on ``db_path`` must also be right on:
     ``seeds`` databases of ``domain`` from seeds no episode draws
     (:func:`~palaestra.envs.sql.databases.suite_paths`), then ``fuzzed`` copies of
     ``db_path`` made to tell the gold from its near misses (:func:`fuzzed_paths`). A gold
-    with LIMIT gets none (``execution_match`` judges it on ``db_path`` alone)."""
+    with LIMIT gets none (``execution_match`` judges it on ``db_path`` alone). ``hold``:
+    called with each once it is there (:func:`~palaestra.envs.sql.databases.database_path`)."""
     if has_limit(gold_sql):
         return []
-    return [*suite_paths(domain, seeds), *fuzzed_paths(db_path, gold_sql, fuzzed)]
+    return [
+        *suite_paths(domain, seeds, hold=hold),
+        *fuzzed_paths(db_path, gold_sql, fuzzed, hold=hold),
+    ]
