@@ -53,9 +53,11 @@ from palaestra.envs.tools.facts import (
     Values,
     Vocabulary,
     judge,
+    known,
     merge,
     shown,
     values,
+    worked_out_from,
 )
 from palaestra.envs.tools.user import FACTS_PER_REPLY, ScriptedUser, SimulatedUser, UserTurn
 from palaestra.tools.function import run_coroutine
@@ -67,10 +69,17 @@ DOMAINS = {
 }
 LEVELS = {"easy": {"levels": (1,)}, "medium": {"levels": (2,)}, "hard": {"levels": (3,)}}
 LEVELS["mixed"] = {"levels": (1, 2, 3)}
-CONVERSATION_SLACK = 3
-"""Values of a fact's kind the whole conversation may state beside the facts and the user's own
-values (a message may state two: :data:`~palaestra.envs.tools.facts.DEFAULT_SLACK`; one more
-for a detail of the records in a plan); a refusal names one reason in all."""
+CONVERSATION_SLACK = 0
+"""Values the whole conversation may state in place of a fact: of the fact's kind, in a message
+sent once the agent could know the fact's value (shown, or worked out from values shown) that
+does not state it, neither the user's own nor worked out from the fact by the domains'
+arithmetic (a new balance, what is left of a limit, an end time). None: a fact is told with
+one value, and values tried one a message fail it wherever the right one comes. Values beside
+the fact in the message that tells it follow the per-message rule
+(:data:`~palaestra.envs.tools.facts.DEFAULT_SLACK`: the old time beside the new one); details
+of the records named before the fact could be known (a plan naming the old card's last four
+digits) compete with nothing; the fact repeated is one value; a refusal names one reason in
+all."""
 MAX_TOOL_ERRORS = 10
 """Failed tool calls an episode may make (tau2-bench's ``max_errors``); one more ends it."""
 MAX_MESSAGE_CHARS = 2000
@@ -184,6 +193,8 @@ class Grading:
     seen: Values
     user_said: Values
     stated: Values = dataclasses.field(default_factory=dict)
+    messages: list[tuple[Values, frozenset[Fact]]] = dataclasses.field(default_factory=list)
+    """Each message's values, and the facts the agent could know when it was sent."""
     told: set[Fact] = dataclasses.field(default_factory=set)
     fabricated: list[str] = dataclasses.field(default_factory=list)
     guesses: list[str] = dataclasses.field(default_factory=list)
@@ -361,18 +372,41 @@ class ToolUseEnv(TurnBasedEnv):
         ]
 
     def _overstated(self) -> list[str]:
-        """The kinds of the facts to tell of which the conversation has stated more values than
-        the facts plus :data:`CONVERSATION_SLACK` (the user's own values aside): values tried
-        one a message until the user is satisfied tell nothing."""
-        grading, wanted = self._grading, {}
-        for fact in self.task.report:
-            wanted[fact.kind] = wanted.get(fact.kind, 0) + 1
-        return [
-            f"{len(said)} values of kind {kind!r} stated (at most {count + CONVERSATION_SLACK})"
-            for kind, count in wanted.items()
-            if len(said := grading.stated.get(kind, set()) - grading.user_said.get(kind, set()))
-            > count + SLACK.get(kind, CONVERSATION_SLACK)
-        ]
+        """The facts to tell in whose place the conversation has stated more than
+        :data:`CONVERSATION_SLACK` values (see there), and more reasons than the task's (the
+        user's own aside): values tried one a message until the user is satisfied tell
+        nothing."""
+        grading, report = self._grading, self.task.report
+        problems = []
+        reasons = [fact for fact in report if fact.kind == REASON]
+        said = grading.stated.get(REASON, set()) - grading.user_said.get(REASON, set())
+        if reasons and len(said) > len(reasons) + SLACK[REASON]:
+            problems.append(f"{len(said)} reasons stated (at most {len(reasons)})")
+        for fact in report:
+            instead = self._in_place_of(fact) if fact.kind != REASON else set()
+            if len(instead) > CONVERSATION_SLACK:
+                problems.append(f"stated in place of {fact.what}: {', '.join(sorted(instead))}")
+        return problems
+
+    def _in_place_of(self, fact: Fact) -> set[str]:
+        """Values of ``fact``'s kind stated in messages that do not state it, sent once the
+        agent could know it: none of the facts, none of the user's own, and none worked out from
+        a fact of the kind with a value shown or stated beside them (the amount moved and the
+        balance before it)."""
+        grading, kind = self._grading, fact.kind
+        facts = {f.value for f in self.task.report if f.kind == kind}
+        exempt = facts | grading.user_said.get(kind, set())
+        return {
+            value
+            for stated, knew in grading.messages
+            if fact in knew and fact.value not in stated[kind]
+            for value in stated[kind] - exempt
+            if not any(
+                worked_out_from(kind, value, reference, {**grading.seen, kind: pool})
+                for pool in [grading.seen.get(kind, set()) | stated[kind]]
+                for reference in facts
+            )
+        }
 
     def mismatch(self) -> list[str]:
         """Paths where the database differs from the reference end state (for logs)."""
@@ -436,7 +470,10 @@ class ToolUseEnv(TurnBasedEnv):
         )
         grading.told |= {f for f in verdict.told if grounded or f.kind != REASON}
         grading.fabricated += verdict.fabricated
-        merge(grading.stated, values(action[:MAX_MESSAGE_CHARS], self.task.vocabulary))
+        stated = values(action[:MAX_MESSAGE_CHARS], self.task.vocabulary)
+        merge(grading.stated, stated)
+        knew = frozenset(f for f in self.task.report if known(f, grading.seen))
+        grading.messages.append((stated, knew))
 
     def _reply(self, reply: UserTurn) -> StepResult:
         """The user's reply as the observation; when it ends the conversation (or the turns

@@ -341,6 +341,34 @@ def derived(kind: str, value: str, seen: Mapping[str, set[str]]) -> bool:
     return False
 
 
+def worked_out_from(kind: str, value: str, reference: str, seen: Mapping[str, set[str]]) -> bool:
+    """Whether ``value`` follows from a fact's ``reference`` value and one value ``seen`` by the
+    domains' arithmetic: an amount that is the reference plus or minus an amount shown (the new
+    balance after the amount moved, what is left of a daily limit), a time that is the reference
+    time plus a number of minutes shown (the appointment's end).
+
+    >>> worked_out_from("amount", "75.00", "25.00", {"amount": {"100.00"}})
+    True
+    >>> worked_out_from("time", "09:30", "09:00", {"number": {"30"}})
+    True
+    """
+    if kind == AMOUNT:  # nothing follows from $0.00 (every amount would)
+        target, fact = Decimal(value), Decimal(reference)
+        amounts = seen.get(AMOUNT, set()) - {"0.00"}
+        return bool(fact) and any(
+            normal_amount(str(x)) in amounts for x in (abs(target - fact), target + fact)
+        )
+    if kind == TIME:
+        return derived(TIME, value, {TIME: {reference}, NUMBER: seen.get(NUMBER, set())})
+    return False
+
+
+def known(fact: Fact, seen: Mapping[str, set[str]]) -> bool:
+    """Whether the agent could know ``fact``'s value from the values ``seen``: shown, or worked
+    out from them (:func:`derived`)."""
+    return fact.value in seen.get(fact.kind, set()) or derived(fact.kind, fact.value, seen)
+
+
 # -- grading a message -------------------------------------------------------------------------
 
 

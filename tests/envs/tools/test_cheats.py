@@ -7,6 +7,8 @@ not, the rules were kept or not, and the report is right or wrong."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from palaestra.core.tool_calls import ToolCall
@@ -198,6 +200,10 @@ def _candidates(env: DomainTools, count: int) -> tuple[Fact, list[str]]:
     return fact, offers
 
 
+ORDERS = {"right first": 0, "right second": 1, "right third": 2, "right fifth": 4, "right last": 8}
+"""Where the right value comes among nine candidates tried one a message."""
+
+
 @pytest.mark.parametrize("closing", ["All done. ", ""])
 @pytest.mark.parametrize("env_id", IDS)
 def test_values_tried_one_a_message_watching_for_thanks_score_zero(env_id, closing):
@@ -205,7 +211,7 @@ def test_values_tried_one_a_message_watching_for_thanks_score_zero(env_id, closi
     without one), stopping at the user's thanks. The replies are the same whichever candidate
     is right, so nothing singles it out: with a closing the first message ends the talk (the
     first guess is graded), without one the user runs out of patience; a right value tried
-    after the first wrong one scores 0."""
+    after a wrong one scores 0, second, third, fifth or last (a fact is told with one value)."""
 
     def applies(env: DomainTools) -> bool:
         return bool(kinds(env) & {AMOUNT, TIME, DOCTOR})
@@ -216,15 +222,52 @@ def test_values_tried_one_a_message_watching_for_thanks_score_zero(env_id, closi
         fact, offers = _candidates(env, 9)
         rest = " ".join(f"{f.text}." for f in task.report if f != fact)
         heard = {}
-        for order in ("right first", "right last", "right fifth"):
-            tried = offers[1:] + offers[:1] if order == "right last" else list(offers)
-            if order == "right fifth":
-                tried = [*offers[1:5], offers[0], *offers[5:]]
+        for order, place in ORDERS.items():
+            tried = [*offers[1 : place + 1], offers[0], *offers[place + 1 :]]
             said, reward = replies(
                 env, seed, [*reading, *(f"{closing}It is {offer}. {rest}" for offer in tried)]
             )
             heard[order] = said[len(list(questions(task))) :]
             if order != "right first":
                 assert reward == 0.0, (order, env.unwrapped.problems())
-        assert heard["right first"] == heard["right last"] == heard["right fifth"]
+        assert all(heard[order] == heard["right first"] for order in ORDERS)
         assert all("thank" not in text.lower() for text, _ in heard["right last"][:-1])
+
+
+def _worked_out(fact: Fact, seen: dict) -> str | None:
+    """A message with values worked out from ``fact`` and not the fact itself: the change from
+    the largest other amount shown and that amount, or the appointment's end."""
+    if fact.kind == AMOUNT and Decimal(fact.value):
+        before = max(
+            (Decimal(a) for a in seen[AMOUNT] if a != fact.value and Decimal(a) > 1), default=None
+        )
+        if before is not None:
+            change = abs(before - Decimal(fact.value))
+            return f"That is a change of ${change:,.2f} from the ${before:,.2f} before."
+    if fact.kind == TIME:
+        hour, minute = (int(part) for part in fact.value.split(":"))
+        end = hour * 60 + minute + 30
+        return f"It ends at {end // 60:02d}:{end % 60:02d}."
+    return None
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_a_fact_told_again_with_values_worked_out_from_it_scores_one(env_id):
+    """The one value of each fact, told, then values worked out from it in a message of their
+    own (a balance's change and the balance before, an appointment's end), then told again with
+    a closing: nothing competes with the facts."""
+
+    def applies(env: DomainTools) -> bool:
+        return bool(kinds(env) - {REASON})
+
+    for env, seed in episodes(env_id, applies, 3):
+        task, inner = task_of(env), env.unwrapped
+        asked, calls = list(questions(task)), act(env, oracle_calls(task))
+        _, reward = replies(env, seed, [*asked, calls])
+        seen: dict = {}
+        for output in inner.backend.outputs:
+            merge(seen, shown(output, inner.backend_type.vocabulary))
+        worked_out = " ".join(w for f in task.report if (w := _worked_out(f, seen)))
+        script = [*asked, calls, told(task.report), worked_out or "Anything else?"]
+        _, reward = replies(env, seed, [*script, f"All done. {told(task.report)}"])
+        assert reward == 1.0, (worked_out, inner.problems())
