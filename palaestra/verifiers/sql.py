@@ -25,14 +25,16 @@ that fails raises :class:`SQLError` (a broken task is not a wrong answer).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import sqlite3
 import threading
 import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,12 +79,14 @@ __all__ = [
     "DEFAULT_MAX_ROWS",
     "DEFAULT_TIMEOUT",
     "HOLD_TRIES",
+    "DatabaseLease",
     "FileHold",
     "Gold",
     "GoldCache",
     "QueryResult",
     "SQLError",
     "SQLiteDatabase",
+    "SharedDatabases",
     "add_rebuilder",
     "answer_matches",
     "connect_readonly",
@@ -91,6 +95,7 @@ __all__ = [
     "delete_unless_held",
     "execution_match",
     "hold_file",
+    "lease_database",
     "open_database",
     "rebuild",
     "run_query",
@@ -282,7 +287,11 @@ class SQLiteDatabase:
     """A read-only SQLite database (:func:`connect_readonly`); implements
     :class:`~palaestra.verifiers.sql_backend.Database`. :meth:`query` runs in a worker of
     ``pool`` (default: :func:`default_pool`), killed ``kill_grace`` seconds past the time
-    limit; :meth:`query_trusted` and the catalog methods run in this process."""
+    limit; :meth:`query_trusted` and the catalog methods run in this process, one at a time
+    (under :attr:`lock`: a query's time limit is a progress handler on the connection, so
+    two threads on it at once would share one deadline); :meth:`locked` lends the
+    connection under the same lock. One database may serve many envs on many threads
+    (:func:`lease_database`)."""
 
     dialect = "sqlite"
 
@@ -299,6 +308,7 @@ class SQLiteDatabase:
         except FileNotFoundError:
             raise FileNotFoundError(f"no SQLite database at {self.path}") from None
         self.connection = connect_readonly(self.path)
+        self.lock = threading.Lock()
         self.version = _file_version(self.path)
         self._pool = pool
         self.kill_grace = kill_grace
@@ -344,19 +354,28 @@ class SQLiteDatabase:
     ) -> QueryResult:
         """:func:`run_query` in this process, for SQL the task wrote (a gold query): no
         process round trip, and a time limit that holds between virtual-machine steps."""
-        return run_query(self.connection, sql, timeout=timeout, max_rows=max_rows)
+        with self.lock:
+            return run_query(self.connection, sql, timeout=timeout, max_rows=max_rows)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for this thread alone while the ``with`` block runs."""
+        with self.lock:
+            yield self.connection
 
     def tables(self) -> list[str]:
-        rows = self.connection.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
-        )
+        with self.lock:
+            rows = self.connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            ).fetchall()
         return [row[0] for row in rows]
 
     def describe(self, table: str) -> str:
         """Columns (name, type, NOT NULL, PRIMARY KEY) and foreign keys of ``table``."""
         quoted = '"' + table.replace('"', '""') + '"'
-        columns = self.connection.execute(f"PRAGMA table_info({quoted})").fetchall()
-        keys = self.connection.execute(f"PRAGMA foreign_key_list({quoted})").fetchall()
+        with self.lock:
+            columns = self.connection.execute(f"PRAGMA table_info({quoted})").fetchall()
+            keys = self.connection.execute(f"PRAGMA foreign_key_list({quoted})").fetchall()
         lines = [
             f"{name} {kind}{' NOT NULL' if notnull else ''}{' PRIMARY KEY' if pk else ''}"
             for _, name, kind, notnull, _, pk in columns
@@ -365,14 +384,105 @@ class SQLiteDatabase:
 
     def schema(self) -> str:
         """The ``CREATE TABLE`` statements, one per line."""
-        rows = self.connection.execute(
-            "SELECT sql FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL ORDER BY rowid"
-        )
+        with self.lock:
+            rows = self.connection.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL "
+                "ORDER BY rowid"
+            ).fetchall()
         return "\n".join(" ".join(row[0].split()) + ";" for row in rows)
 
     def close(self) -> None:
         self.connection.close()
         self._hold.close()
+
+
+class SharedDatabases:
+    """One open :class:`SQLiteDatabase` per file for every user in the process (envs on
+    many threads, :func:`execution_match`): each is about 0.3 MB of SQLite's memory, so one
+    per env per file cost megabytes per env. :meth:`lease` hands one out; a database some
+    lease uses is never closed (so its file stays held), and past :attr:`capacity` open
+    files those no lease uses are closed, least recently released first. A file whose
+    version changed is opened again (the old database closes with its last lease)."""
+
+    capacity = 256
+    """Open files past which those no lease uses are closed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[Path, SQLiteDatabase] = {}
+        self._leases: dict[int, int] = {}  # id(database) -> leases open
+        self._idle: OrderedDict[Path, None] = OrderedDict()  # open, no lease, oldest first
+        self._retired: set[int] = set()  # replaced by a newer version, closed when unused
+
+    def lease(self, path: str | Path) -> DatabaseLease:
+        """The shared database at ``path`` (opened, or built again, if needed), kept open
+        until the lease returned is closed."""
+        path = Path(path).resolve()
+        with self._lock:
+            database = self._open.get(path)
+            if database is not None and database.version != _file_version_or_none(path):
+                del self._open[path]
+                self._idle.pop(path, None)
+                self._retire(database)
+                database = None
+            if database is None:
+                database = self._open[path] = SQLiteDatabase(path)
+            self._leases[id(database)] = self._leases.get(id(database), 0) + 1
+            self._idle.pop(path, None)
+        return DatabaseLease(self, database)
+
+    def release(self, database: SQLiteDatabase) -> None:
+        with self._lock:
+            left = self._leases[id(database)] = self._leases[id(database)] - 1
+            if left:
+                return
+            del self._leases[id(database)]
+            if id(database) in self._retired:
+                self._retired.discard(id(database))
+                database.close()
+                return
+            self._idle[database.path] = None
+            while len(self._open) > self.capacity and self._idle:
+                self._open.pop(self._idle.popitem(last=False)[0]).close()
+
+    def _retire(self, database: SQLiteDatabase) -> None:
+        if self._leases.get(id(database)):
+            self._retired.add(id(database))
+        else:
+            self._leases.pop(id(database), None)
+            database.close()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._open)
+
+
+class DatabaseLease:
+    """A use of a shared database (:meth:`SharedDatabases.lease`): :attr:`database` stays
+    open, and its file held, until :meth:`close` (or collection)."""
+
+    def __init__(self, databases: SharedDatabases, database: SQLiteDatabase) -> None:
+        self.database = database
+        self.close = weakref.finalize(self, databases.release, database)
+
+
+_shared: SharedDatabases | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_databases() -> SharedDatabases:
+    """The process's :class:`SharedDatabases` (made under a lock)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = SharedDatabases()
+        return _shared
+
+
+def lease_database(path: str | Path) -> DatabaseLease:
+    """The process's one open SQLite database at ``path``, used until the lease is closed
+    (:class:`SharedDatabases`)."""
+    return shared_databases().lease(path)
 
 
 @dataclass
@@ -501,20 +611,21 @@ class GoldCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._golds: OrderedDict[tuple[Any, ...], Gold] = OrderedDict()
-        self._databases: OrderedDict[Path, SQLiteDatabase] = OrderedDict()
+        self._databases: OrderedDict[Path, DatabaseLease] = OrderedDict()
 
     def database(self, path: Path) -> SQLiteDatabase:
-        """The open SQLite database at ``path`` (reopened when the file changed)."""
+        """The open SQLite database at ``path`` (the process's shared one,
+        :func:`lease_database`; reopened when the file changed)."""
         with self._lock:
-            database = self._databases.pop(path, None)
-            if database is not None and database.version != _file_version_or_none(database.path):
-                database.close()
-                database = None
-            database = database or SQLiteDatabase(path)
-            self._databases[path] = database
+            lease = self._databases.pop(path, None)
+            if lease is not None and lease.database.version != _file_version_or_none(path):
+                lease.close()
+                lease = None
+            lease = lease or lease_database(path)
+            self._databases[path] = lease
             while len(self._databases) > self.open_files:
                 self._databases.popitem(last=False)[1].close()
-            return database
+            return lease.database
 
     def gold(self, path: Path, sql: str, *, timeout: float, max_rows: int) -> Gold:
         """The gold result of ``sql`` on ``path``, run once per version of the file."""

@@ -19,6 +19,7 @@ from palaestra.envs.sql.env import SyntheticSQL
 from palaestra.envs.sql.suite import fuzzed_path
 from palaestra.verifiers.sql import (
     FileHold,
+    SharedDatabases,
     SQLiteDatabase,
     delete_unless_held,
     execution_match,
@@ -34,6 +35,7 @@ def tiny_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PALAESTRA_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(databases, "MAX_CACHED_DATABASES", 2)
     monkeypatch.setattr(suite, "MAX_FUZZED_DATABASES", 1)
+    monkeypatch.setattr(SharedDatabases, "capacity", 0)  # no file open once no env uses it
     return tmp_path / "sql"
 
 
@@ -157,4 +159,45 @@ def test_a_database_opened_after_its_path_was_handed_out_is_there(tiny_cache):
     for seed in range(6, 9):
         database_path("library", seed)
     assert path.is_file()  # held while open
+    database.close()
+
+
+def test_envs_share_one_sqlite_database_per_file_and_keep_it_while_in_use(tiny_cache):
+    first, second = SyntheticSQL("shop", "easy", db_seed=0), SyntheticSQL("shop", "easy", db_seed=0)
+    first.reset(seed=1)
+    second.reset(seed=2)
+    shared = first.sqlite()
+    assert second.sqlite() is shared
+    first.close()
+    assert second.step(second.oracle()(None))[1] == 1.0  # still open: second uses it
+    second.close()
+    with pytest.raises(Exception, match="closed"):  # no env uses it: closed (capacity 0)
+        shared.tables()
+
+
+def test_threads_on_one_shared_connection_each_get_their_own_deadline(tiny_cache):
+    database = SQLiteDatabase(database_path("shop", 0))
+    slow = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT COUNT(*) FROM n"
+    outcome: dict[str, object] = {}
+
+    def run(name: str, sql: str, timeout: float) -> None:
+        started = time.perf_counter()
+        try:
+            outcome[name] = database.query_trusted(sql, timeout=timeout).rows
+        except Exception as error:
+            outcome[name] = error
+        outcome[name + "_s"] = time.perf_counter() - started
+
+    threads = [threading.Thread(target=run, args=("slow", slow, 0.5))]
+    threads += [
+        threading.Thread(target=run, args=(f"quick{i}", "SELECT COUNT(*) FROM customers", 5.0))
+        for i in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert "time limit" in str(outcome["slow"]) and outcome["slow_s"] < 2.0
+    for i in range(4):  # waited at most for the slow one, then ran under its own limit
+        assert outcome[f"quick{i}"][0][0] > 0, outcome
     database.close()

@@ -39,7 +39,7 @@ from palaestra.envs.tool_env import ToolEnv
 from palaestra.tasks import Problem
 from palaestra.tools import FunctionTool, ToolError
 from palaestra.verifiers.extract import last_tagged
-from palaestra.verifiers.sql import Gold, SQLiteDatabase, answer_matches
+from palaestra.verifiers.sql import Gold, SQLiteDatabase, answer_matches, lease_database
 from palaestra.verifiers.sql_backend import (
     BACKENDS,
     DEFAULT_MAX_ROWS,
@@ -57,7 +57,8 @@ HELD_OUT_FIRST_SEED = 1_000_000
 """Reset seeds from here on draw held-out databases (the trainer's ``eval_first_seed``); a
 reset without a seed draws a database below it."""
 OPEN_DATABASES = 8
-"""Databases an env keeps open (the most recently used), besides its test suite's."""
+"""Databases an env keeps in use (the most recently used), besides its test suite's: held
+against the cache's eviction, open once in the process for every env."""
 DEFAULT_SUITE = 1
 """Databases of other seeds a generated question's answer must also be right on (test-suite
 grading; with :data:`DEFAULT_FUZZED`, chosen in benchmarks/RESULTS.md: near misses caught
@@ -217,17 +218,20 @@ class SQLEnv(AnswerEnv):
         return Path(self.problem.data["db_path"])
 
     def hold(self, path: Path) -> None:
-        """Hold the file at ``path`` for this env: its SQLite database is opened (an open
-        :class:`SQLiteDatabase` holds its file; the env keeps its most recently used ones
-        open), so no cache deletes it until the env lets go. Given to the cache's builders
-        (``hold=``), which call it before evicting anything; a file that went before it
-        was held is built again."""
+        """Hold the file at ``path`` for this env: a lease on the process's shared SQLite
+        database of it (:func:`~palaestra.verifiers.sql.lease_database`; an open database
+        holds its file, and one an env uses is never closed). The env keeps leases on its
+        most recently used files, so no cache deletes them until it lets go. Given to the
+        cache's builders (``hold=``), which call it before evicting anything; a file that
+        went before it was held is built again."""
         self.sqlite(Path(path))
 
     def sqlite(self, path: Path | None = None) -> SQLiteDatabase:
-        """The SQLite database at ``path`` (default: this problem's), where gold queries run."""
+        """The SQLite database at ``path`` (default: this problem's), where gold queries
+        run: one per file in the process, shared by every env (use its connection under
+        :meth:`~palaestra.verifiers.sql.SQLiteDatabase.locked`)."""
         path = path or self.db_path
-        return self._sqlite.get_or_add(path, lambda: SQLiteDatabase(path))
+        return self._sqlite.get_or_add(path, lambda: lease_database(path)).database
 
     def database(self, path: Path | None = None) -> Database:
         """The database at ``path`` (default: this problem's) on this env's backend, where
@@ -453,9 +457,8 @@ class SyntheticSQL(SQLEnv):
         db_seed = self.database_seed(seed)
         path = database_path(domain, db_seed, hold=self.hold)
         # questions draw their values with SQLite, whatever the backend
-        question = generate_question(
-            domain, self.sqlite(path).connection, self.np_random, levels=self.levels
-        )
+        with self.sqlite(path).locked() as connection:
+            question = generate_question(domain, connection, self.np_random, levels=self.levels)
         data = {
             "db_path": str(path),
             "db_seed": db_seed,
