@@ -139,7 +139,7 @@ def test_the_caches_never_delete_a_file_being_written(tiny_cache):
     writing, left = folder / ".fuzzed-writing.sqlite", folder / ".fuzzed-dead.sqlite"
     writing.write_bytes(b"")
     left.write_bytes(b"")
-    hour_ago = time.time() - suite.STALE_TEMPORARY_S - 60
+    hour_ago = time.time() - databases.STALE_TEMPORARY_S - 60
     os.utime(left, (hour_ago, hour_ago))
     for index in range(3):
         fuzzed_path(episode, GOLD, index)

@@ -52,6 +52,8 @@ DOMAINS: dict[str, Callable[[sqlite3.Connection, Gen], None]] = {
 }
 MAX_CACHED_DATABASES = 256
 """Generated databases kept in one cache folder (about 250 KB each)."""
+STALE_TEMPORARY_S = 3600.0
+"""A temporary file this old in a cache folder was left by a writer that died: deleted."""
 
 
 def cache_dir() -> Path:
@@ -78,11 +80,28 @@ def database_path(
         raise ValueError(f"unknown SQL domain {domain!r}; domains: {sorted(DOMAINS)}")
     folder = Path(directory) if directory is not None else cache_dir()
     path = folder / f"{domain}-seed{seed}-v{GENERATOR_VERSION}.sqlite"
+
+    def build() -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        _build(domain, seed, path)
+
+    return cached_file(path, build, hold, "*-seed*-v*.sqlite", MAX_CACHED_DATABASES)
+
+
+def cached_file(
+    path: Path,
+    build: Callable[[], None],
+    hold: Callable[[Path], object] | None,
+    pattern: str,
+    keep: int,
+) -> Path:
+    """``path``, built by ``build`` where it is missing, then held by ``hold`` (built again
+    if it went in between); after a build, the files of its folder matching ``pattern``
+    beyond the ``keep`` most recently used are deleted (:func:`evict`)."""
     built = False
     for attempt in range(HOLD_TRIES):
         if not touch(path):
-            folder.mkdir(parents=True, exist_ok=True)
-            _build(domain, seed, path)
+            build()
             built = True
         try:
             if hold is not None:
@@ -92,7 +111,7 @@ def database_path(
             if attempt == HOLD_TRIES - 1:
                 raise
     if built:
-        _evict(folder, MAX_CACHED_DATABASES)
+        evict(path.parent, pattern, keep)
     return path
 
 
@@ -176,15 +195,18 @@ def _index_foreign_keys(connection: sqlite3.Connection) -> None:
             connection.execute(f"CREATE INDEX idx_{table}_{column} ON {table} ({column})")
 
 
-def _evict(folder: Path, keep: int) -> None:
-    """Delete the least recently used generated databases beyond ``keep``, skipping files
-    in use (:func:`~palaestra.verifiers.sql.hold_file`)."""
+def evict(folder: Path, pattern: str, keep: int) -> None:
+    """Delete the least recently used files of ``folder`` matching ``pattern`` beyond
+    ``keep``, skipping files in use (:func:`~palaestra.verifiers.sql.hold_file`) and
+    temporary files being written (dot-named; one older than :data:`STALE_TEMPORARY_S` was
+    left by a writer that died, and goes)."""
     files = []
-    for file in folder.glob("*-seed*-v*.sqlite"):
-        if file.name.startswith("."):
-            continue  # being written
+    for file in folder.glob(pattern):
         with contextlib.suppress(OSError):
-            files.append((file.stat().st_atime_ns, file))
+            if not file.name.startswith("."):
+                files.append((file.stat().st_atime_ns, file))
+            elif time.time() - file.stat().st_mtime > STALE_TEMPORARY_S:
+                file.unlink()
     files.sort()
     for _, file in files[: max(0, len(files) - keep)]:
         with contextlib.suppress(OSError):

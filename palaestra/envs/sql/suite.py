@@ -45,7 +45,6 @@ import shutil
 import sqlite3
 import tempfile
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -56,8 +55,8 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
-from palaestra.envs.sql.databases import suite_paths, touch
-from palaestra.verifiers.sql import HOLD_TRIES, FileHold, add_rebuilder, delete_unless_held
+from palaestra.envs.sql.databases import cached_file, suite_paths
+from palaestra.verifiers.sql import FileHold, add_rebuilder
 from palaestra.verifiers.sql_compare import has_limit
 
 __all__ = [
@@ -79,8 +78,6 @@ FUZZ_VERSION = 2
 MAX_FUZZED_DATABASES = 256
 """Fuzzed databases kept in one ``fuzzed/`` folder besides those in use (each about the
 size of its source)."""
-STALE_TEMPORARY_S = 3600.0
-"""A temporary file this old in ``fuzzed/`` was left by a writer that died: deleted."""
 RECIPES = 4096
 """Fuzzed copies this process remembers how to build again (:func:`fuzzed_path`'s
 arguments), should one go while it is wanted."""
@@ -508,21 +505,13 @@ def fuzzed_path(
     folder = source.parent / "fuzzed"
     path = folder / f"{source.stem}-{digest[:20]}-{index}.sqlite"
     _remember(path, source, gold_sql, index)
-    built = False
-    for attempt in range(HOLD_TRIES):
-        if not touch(path):
-            _build_fuzzed(source, path, gold_sql, digest, index)
-            built = True
-        try:
-            if hold is not None:
-                hold(path)
-            break
-        except FileNotFoundError:
-            if attempt == HOLD_TRIES - 1:
-                raise
-    if built:
-        _evict(folder, MAX_FUZZED_DATABASES)
-    return path
+    return cached_file(
+        path,
+        lambda: _build_fuzzed(source, path, gold_sql, digest, index),
+        hold,
+        "*.sqlite",
+        MAX_FUZZED_DATABASES,
+    )
 
 
 def _build_fuzzed(source: Path, path: Path, gold_sql: str, digest: str, index: int) -> None:
@@ -608,22 +597,6 @@ def _write_fuzzed(source: Path, path: Path, edit: Callable[[sqlite3.Connection],
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-
-
-def _evict(folder: Path, keep: int) -> None:
-    """Delete the least recently used fuzzed databases beyond ``keep``, except files in
-    use (:func:`~palaestra.verifiers.sql.hold_file`)."""
-    files = []
-    for file in folder.glob("*.sqlite"):
-        with contextlib.suppress(OSError):
-            if not file.name.startswith("."):
-                files.append((file.stat().st_atime_ns, file))
-            elif time.time() - file.stat().st_mtime > STALE_TEMPORARY_S:
-                file.unlink()  # a writer that died left it (one being written is newer)
-    files.sort()
-    for _, file in files[: max(0, len(files) - keep)]:
-        with contextlib.suppress(OSError):
-            delete_unless_held(file)
 
 
 def grading_suite(
