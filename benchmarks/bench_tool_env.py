@@ -51,7 +51,7 @@ def reset_ms(env_id: str, resets: int, group: int, first_seed: int) -> float:
     """Milliseconds per reset, ``group`` resets per seed, on seeds from ``first_seed``."""
     env = palaestra.make(env_id)
     env.reset(seed=first_seed - 1)
-    seeds = resets // group
+    seeds = max(1, resets // group)
     started = time.perf_counter()
     for seed in range(first_seed, first_seed + seeds):
         for _ in range(group):
