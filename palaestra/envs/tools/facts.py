@@ -401,7 +401,7 @@ def judge(
     )
     if REASON in required:  # a refusal: a reason that does not apply is a wrong answer
         fabricated += tuple(f"reason {code}" for code in sorted(found[REASON] - required[REASON]))
-    hedged = _hedged(message, vocabulary)
+    hedged = _hedged(message, vocabulary) | _listed(message, vocabulary)
     told = frozenset(
         fact
         for fact in facts
@@ -416,6 +416,44 @@ _HEDGE = re.compile(
     r"\b(?:or|either|maybe|perhaps|possibly|probably|might)\b|\bsomewhere between\b", re.IGNORECASE
 )
 """Words that offer the values on either side of them as alternatives."""
+
+
+_LIST_SEPARATOR = re.compile(r",(?!\d)|/|&|\band\b", re.IGNORECASE)
+_FILLER = frozenset({"am", "pm", "usd", "dr", "at"})
+MIN_LISTED = 3
+"""Values of a kind in a bare list ("$10, $12, $15") that offer them as alternatives."""
+
+
+def _listed(message: str, vocabulary: Vocabulary) -> set[tuple[str, str]]:
+    """(kind, value) of values given as a bare list: :data:`MIN_LISTED` or more values of an
+    amount, time or doctor in a row, each after the first alone between list separators ("It
+    is $10, $12, $15."). A list of candidates offers them as alternatives as "or" does; "moved
+    from 09:00 to 10:30, and 14:00 stays" lists nothing.
+
+    >>> sorted(_listed("It is $10, $12.50 and $15. Thanks", Vocabulary()))
+    [('amount', '10.00'), ('amount', '12.50'), ('amount', '15.00')]
+    >>> _listed("Moved from 09:00 to 10:30, and your 14:00 stays.", Vocabulary())
+    set()
+    """
+    listed: set[tuple[str, str]] = set()
+    for sentence in sentences(message):
+        pieces = [(piece, values(piece, vocabulary)) for piece in _LIST_SEPARATOR.split(sentence)]
+        for kind in (AMOUNT, TIME, DOCTOR):
+            run: list[str] = []
+            for piece, found in [*pieces, ("", values("", vocabulary))]:
+                if run and len(found[kind]) == 1 and _bare(piece, found[kind]):
+                    run += found[kind]
+                    continue
+                if len(run) >= MIN_LISTED:
+                    listed |= {(kind, value) for value in run}
+                run = list(found[kind]) if len(found[kind]) == 1 else []
+    return listed
+
+
+def _bare(piece: str, stated: set[str]) -> bool:
+    """Whether ``piece`` holds nothing but its value (digits, its words, am/pm, "Dr")."""
+    own = {word for value in stated for word in plain(value).split()}
+    return all(w.isdigit() or w in own or w in _FILLER for w in plain(piece).split())
 
 
 def _hedged(message: str, vocabulary: Vocabulary) -> set[tuple[str, str]]:

@@ -72,10 +72,10 @@ def test_a_refusal_after_locking_identification_scores_zero(env_id):
         assert score(env, script) == 0.0
 
 
-def _alternatives(env: DomainTools, count: int) -> Script:
+def _alternatives(env: DomainTools, count: int, joiner: str) -> Script:
     """Read everything, then offer a fact's value among others shown, ``count`` values in all,
-    three a message, the right one last: "X or Y or Z" (one message), or "X, Y, Z" (no hedge
-    word: each message alone is within its slack; the conversation's cap catches them)."""
+    three a message, the right one last: "X or Y or Z" or "X, Y and Z" (one message), or "X,
+    Y, Z" three times (the first message's closing ends the talk)."""
     task, inner = task_of(env), env.unwrapped
     yield from questions(task)
     reads = READS[inner.backend_type.name](_session_after(env, _identify(task)), task, inner)
@@ -88,21 +88,21 @@ def _alternatives(env: DomainTools, count: int) -> Script:
     offers = [other_format(Fact(fact.kind, v, v), task.vocabulary) for v in others]
     offers.append(other_format(fact, task.vocabulary))
     rest = " ".join(f"{f.text}." for f in task.report if f != fact)
-    joiner = " or " if count <= 3 else ", "
     for start in range(0, len(offers), 3):
         yield f"All done. It is {joiner.join(offers[start : start + 3])}. {rest}"
 
 
-@pytest.mark.parametrize("count", [3, 9])
+@pytest.mark.parametrize(("count", "joiner"), [(3, " or "), (3, ", "), (9, ", ")])
 @pytest.mark.parametrize("env_id", IDS)
-def test_values_offered_as_alternatives_or_tried_in_turn_score_zero(env_id, count):
-    """One message of "X or Y or Z", and nine values three a message."""
+def test_values_offered_as_alternatives_or_tried_in_turn_score_zero(env_id, count, joiner):
+    """One message of "X or Y or Z" or of a bare list "X, Y, Z", and nine values three a
+    message."""
 
     def applies(env: DomainTools) -> bool:
         return bool(kinds(env) & {AMOUNT, TIME, DOCTOR})
 
     for env, _seed in episodes(env_id, applies, 2):
-        assert score(env, _alternatives(env, count)) == 0.0, env.unwrapped.problems()
+        assert score(env, _alternatives(env, count, joiner)) == 0.0, env.unwrapped.problems()
 
 
 @pytest.mark.parametrize("env_id", ["tools:Clinic-v0", "tools:Bank-Hard-v0"])
