@@ -48,7 +48,9 @@ NEEDS = (
     "root",
 )
 MARKER = re.compile(r"^#\s*needs:\s*(.+)$")
-SLOW = re.compile(r'palaestra (?:--import \S+ )*train|GRPOTrainer\(|examples/|--all\b|HumanEval|eval "game:\*"')
+SLOW = re.compile(
+    r'palaestra (?:--import \S+ )*train|GRPOTrainer\(|examples/|--all\b|HumanEval|eval "game:\*"'
+)
 """Commands that train, run examples, or play a whole family (minutes on 2 cores)."""
 SERVE_SECONDS = 8
 TIMEOUT_S = 900
