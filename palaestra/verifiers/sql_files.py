@@ -105,11 +105,7 @@ class FileHold:
     def __init__(self, path: str | Path, *, build: bool = True) -> None:
         self.path = Path(path)
         self._release: Callable[[], None] | None = None
-        try:
-            self.take(self.path)
-        except FileNotFoundError:
-            if not build or not rebuild(self.path, self.take):
-                raise
+        self.renew(build=build)
 
     def take(self, path: Path) -> None:
         """Hold the file now at ``path`` (this hold's path) instead of the one held before."""
@@ -118,12 +114,13 @@ class FileHold:
             self._release()
         self._release = release
 
-    def renew(self) -> None:
-        """Hold the file at the path again, built again if it went (a user deleted it)."""
+    def renew(self, *, build: bool = True) -> None:
+        """Hold the file at the path (again), built again if it went (a user deleted it) and
+        ``build`` allows."""
         try:
             self.take(self.path)
         except FileNotFoundError:
-            if not rebuild(self.path, self.take):
+            if not build or not rebuild(self.path, self.take):
                 raise
 
     def close(self) -> None:

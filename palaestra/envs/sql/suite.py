@@ -56,6 +56,7 @@ import sqlglot
 from sqlglot import exp
 
 from palaestra.envs.sql.databases import cached_file, suite_paths
+from palaestra.envs.sql.domains.flights import FARE_FACTOR
 from palaestra.verifiers.sql import FileHold, add_rebuilder
 from palaestra.verifiers.sql_compare import has_limit
 
@@ -103,8 +104,9 @@ REPAIR: dict[str, tuple[str, ...]] = {
     ),
     "flights": (
         "UPDATE bookings SET paid = ROUND((SELECT price FROM flights WHERE flights.id = "
-        "bookings.flight_id) * CASE seat_class WHEN 'premium' THEN 1.6 WHEN 'business' THEN "
-        "3.2 WHEN 'first' THEN 6.5 ELSE 1.0 END, 2)",
+        "bookings.flight_id) * CASE seat_class "
+        + " ".join(f"WHEN '{seat}' THEN {factor}" for seat, factor in FARE_FACTOR.items())
+        + " END, 2)",
     ),
 }
 """Per domain, statements that restore derived values after the edits (an order line's
