@@ -470,7 +470,7 @@ class ToolUseEnv(TurnBasedEnv):
         )
         grading.told |= {f for f in verdict.told if grounded or f.kind != REASON}
         grading.fabricated += verdict.fabricated
-        stated = values(action[:MAX_MESSAGE_CHARS], self.task.vocabulary)
+        stated = verdict.stated
         merge(grading.stated, stated)
         knew = frozenset(f for f in self.task.report if known(f, grading.seen))
         grading.messages.append((stated, knew))

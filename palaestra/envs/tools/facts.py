@@ -374,10 +374,12 @@ def known(fact: Fact, seen: Mapping[str, set[str]]) -> bool:
 
 @dataclass(frozen=True)
 class Judgment:
-    """What one message to the user did: the facts it told, and the values it made up."""
+    """What one message to the user did: the facts it told, the values it made up, and
+    every value it stated (by kind)."""
 
     told: frozenset[Fact]
     fabricated: tuple[str, ...]
+    stated: Values
 
 
 def judge(
@@ -409,7 +411,7 @@ def judge(
         and (fact.kind, fact.value) not in hedged
         and len(found[fact.kind]) <= len(required[fact.kind]) + SLACK.get(fact.kind, DEFAULT_SLACK)
     )
-    return Judgment(told, fabricated)
+    return Judgment(told, fabricated, found)
 
 
 _HEDGE = re.compile(
@@ -420,6 +422,7 @@ _HEDGE = re.compile(
 
 _LIST_SEPARATOR = re.compile(r",(?!\d)|/|&|\band\b", re.IGNORECASE)
 _FILLER = frozenset({"am", "pm", "usd", "dr", "at"})
+_NONE: Values = {kind: set() for kind in (AMOUNT, TIME, DOCTOR)}
 MIN_LISTED = 3
 """Values of a kind in a bare list ("$10, $12, $15") that offer them as alternatives."""
 
@@ -440,7 +443,7 @@ def _listed(message: str, vocabulary: Vocabulary) -> set[tuple[str, str]]:
         pieces = [(piece, values(piece, vocabulary)) for piece in _LIST_SEPARATOR.split(sentence)]
         for kind in (AMOUNT, TIME, DOCTOR):
             run: list[str] = []
-            for piece, found in [*pieces, ("", values("", vocabulary))]:
+            for piece, found in [*pieces, ("", _NONE)]:
                 if run and len(found[kind]) == 1 and _bare(piece, found[kind]):
                     run += found[kind]
                     continue
