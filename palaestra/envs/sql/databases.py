@@ -166,21 +166,30 @@ def _build(domain: str, seed: int, path: Path) -> None:
         with memory:
             DOMAINS[domain](memory, Gen(seed, domain))
             _index_foreign_keys(memory)
-        handle, temporary = tempfile.mkstemp(
-            dir=path.parent, prefix=f".{domain}-", suffix=".sqlite"
-        )
-        os.close(handle)
-        try:
+
+        def backup(temporary: str) -> None:
             target = sqlite3.connect(temporary)
             memory.backup(target)
             target.close()
-            os.chmod(temporary, 0o444)
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+
+        write_read_only(path, f".{domain}-", backup)
     finally:
         memory.close()
+
+
+def write_read_only(path: Path, prefix: str, write: Callable[[str], None]) -> None:
+    """Write ``path`` as the caches do: ``write`` fills a temporary file beside it (dot-named
+    from ``prefix``, so eviction leaves it alone), which is made read-only and renamed to
+    ``path``; nothing is left behind if ``write`` fails."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".sqlite")
+    os.close(handle)
+    try:
+        write(temporary)
+        os.chmod(temporary, 0o444)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def _index_foreign_keys(connection: sqlite3.Connection) -> None:

@@ -39,11 +39,9 @@ import datetime as dt
 import functools
 import hashlib
 import math
-import os
 import re
 import shutil
 import sqlite3
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -55,7 +53,7 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
-from palaestra.envs.sql.databases import cached_file, suite_paths
+from palaestra.envs.sql.databases import cached_file, suite_paths, write_read_only
 from palaestra.envs.sql.domains.flights import FARE_FACTOR
 from palaestra.verifiers.sql import FileHold, add_rebuilder
 from palaestra.verifiers.sql_compare import has_limit
@@ -582,9 +580,8 @@ def _scope(source: str, version: int, gold_sql: str) -> dict[str, dict[int, int]
 def _write_fuzzed(source: Path, path: Path, edit: Callable[[sqlite3.Connection], object]) -> None:
     """Copy ``source`` to a temporary file beside ``path``, ``edit`` it, make it read-only
     and rename it to ``path``."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".fuzzed-", suffix=".sqlite")
-    os.close(handle)
-    try:
+
+    def copy_and_edit(temporary: str) -> None:
         shutil.copyfile(source, temporary)
         connection = sqlite3.connect(temporary)
         try:
@@ -594,11 +591,8 @@ def _write_fuzzed(source: Path, path: Path, edit: Callable[[sqlite3.Connection],
                 edit(connection)
         finally:
             connection.close()
-        os.chmod(temporary, 0o444)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+
+    write_read_only(path, ".fuzzed-", copy_and_edit)
 
 
 def grading_suite(
