@@ -136,13 +136,14 @@ def test_one_thread_decodes_every_rollout_and_aclose_ends_it(tokenizer):
     model = tiny.tiny_qwen2(len(tokenizer), hidden_size=64).eval()
     agent = HFAgent(model, tokenizer=tokenizer, sampling=Sampling(max_tokens=8))
     census = AttentionShapeCensus()
+    others = set(threading.enumerate())  # decode threads of agents other tests left open
 
     async def two_rollouts_then_close() -> None:
         with census.watch(model):
             await _answer(agent, _conversations(tokenizer, 6))
             census.clear_forwards()
             await _answer(agent, _conversations(tokenizer, 6, first_seed=100))
-        threads = [t for t in threading.enumerate() if t.name == DECODE_THREAD]
+        threads = [t for t in threading.enumerate() if t.name == DECODE_THREAD and t not in others]
         await agent.aclose()
         assert threads and not any(t.is_alive() for t in threads)
 
