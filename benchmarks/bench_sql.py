@@ -8,7 +8,10 @@
 * ``execution_match(gold, gold, db)`` over questions of every domain and level on SQLite and
   on DuckDB (the answer in DuckDB's dialect), each check after ``database_path()`` as the
   env issues it: checks/s of wall time, and checks per CPU second of this process and the
-  query workers together (steadier on a loaded machine).
+  query workers together (steadier on a loaded machine). ``--group G`` checks each
+  question G times in a row, as a GRPO group does; ``--answers same distinct`` times both
+  a group that repeats one answer (the repeats come from the result cache) and one whose
+  answers all differ in text (every check runs its query).
 
     python benchmarks/bench_sql.py --episodes 300 --checks 300
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -44,6 +48,7 @@ from palaestra.envs.sql.databases import DOMAINS, cache_dir, database_path, suit
 from palaestra.envs.sql.questions import generate_question
 from palaestra.envs.sql.suite import fuzzed_paths, grading_suite
 from palaestra.verifiers.sql import connect_readonly, execution_match
+from palaestra.verifiers.sql_backend import results
 from palaestra.verifiers.sql_compare import has_limit
 
 
@@ -136,13 +141,21 @@ def env_path(path: str) -> Path:
 
 
 def match_rate(
-    pairs: list[tuple[str, str]], backend: str = "sqlite", seeds: int = 0, fuzzed: int = 0
+    pairs: list[tuple[str, str]],
+    backend: str = "sqlite",
+    seeds: int = 0,
+    fuzzed: int = 0,
+    distinct: bool = False,
 ) -> tuple[float, float]:
     """(checks/s, checks per CPU second) of ``execution_match(gold, gold)`` over ``pairs``,
     the predicted query on ``backend`` (DuckDB gets it in its dialect), graded on ``seeds``
     databases of other seeds and ``fuzzed`` fuzzed copies of the episode's database (built
-    on a question's first check, inside the timing, as the env does)."""
+    on a question's first check, inside the timing, as the env does). A query asked again
+    is answered from the result cache, as in the env; ``distinct``: no answer's text is
+    asked twice (each check plans and runs its query)."""
     answers = [sqlglot.transpile(gold, read="sqlite", write=backend)[0] for gold, _ in pairs]
+    if distinct:  # a comment makes each answer of a run of one question a new text
+        answers = [f"{answer} /* {i} */" for i, answer in enumerate(answers)]
     domain_of = lambda path: Path(path).name.split("-seed")[0]  # noqa: E731
     for answer, (gold, path) in zip(answers[:10], pairs[:10], strict=True):
         execution_match(answer, gold, path, backend=backend)  # start workers, load databases
@@ -150,6 +163,7 @@ def match_rate(
         suite_paths(domain, seeds)  # built before timing, as they are once per run
     for old in (cache_dir() / "fuzzed").glob("*.sqlite"):  # each question's built in the timing
         old.unlink(missing_ok=True)
+    results.clear()
     cpu, worker, started = time.process_time(), worker_cpu(), time.perf_counter()
     matched = 0
     for answer, (gold, path) in zip(answers, pairs, strict=True):
@@ -315,6 +329,14 @@ def main() -> None:
     )
     parser.add_argument("--near-miss-questions", type=int, default=300)
     parser.add_argument("--group", type=int, default=1, help="check each pair this many times")
+    parser.add_argument(
+        "--answers",
+        nargs="*",
+        choices=("same", "distinct"),
+        default=["same"],
+        help="a group's answers: the same text (a repeat is answered from the result cache), "
+        "or texts that differ (each check runs its query)",
+    )
     args = parser.parse_args()
     for domain in DOMAINS:
         database_path(domain)  # built before timing
@@ -345,11 +367,11 @@ def main() -> None:
     configs += [tuple(map(int, text.split(":"))) for text in args.suites]
     for name, pairs in suites.items():
         for backend in args.backends:
-            for seeds, fuzzed in configs or [(0, 0)]:
-                wall, cpu = match_rate(pairs, backend, seeds, fuzzed)
+            for (seeds, fuzzed), answers in itertools.product(configs or [(0, 0)], args.answers):
+                wall, cpu = match_rate(pairs, backend, seeds, fuzzed, answers == "distinct")
                 print(
-                    f"| execution_match on {backend}, {name}, seeds={seeds} fuzzed={fuzzed} | "
-                    f"{wall:,.0f} checks/s, {cpu:,.0f} per CPU s |"
+                    f"| execution_match on {backend}, {name}, {answers} answers, seeds={seeds} "
+                    f"fuzzed={fuzzed} | {wall:,.0f} checks/s, {cpu:,.0f} per CPU s |"
                 )
     if configs and args.near_miss_questions:
         suite_catch(args.near_miss_questions, configs)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import re
 import sqlite3
 import threading
@@ -53,6 +52,7 @@ from palaestra.verifiers.sql_backend import (
     check_size,
     fetch_rows,
     open_database,
+    results,
     transpile,
     worker_query,
 )
@@ -69,6 +69,8 @@ from palaestra.verifiers.sql_files import (
     FileHold,
     add_rebuilder,
     delete_unless_held,
+    file_version,
+    file_version_or_none,
     hold_file,
     rebuild,
 )
@@ -249,7 +251,7 @@ _worker_connections: OrderedDict[str, tuple[tuple[int, int, int], sqlite3.Connec
 
 def _worker_connection(path: str) -> sqlite3.Connection:
     """(In a worker) a read-only connection to ``path``, reopened when the file changed."""
-    version = _file_version(Path(path))
+    version = file_version(Path(path))
     entry = _worker_connections.pop(path, None)
     if entry is not None and entry[0] != version:
         entry[1].close()
@@ -309,7 +311,7 @@ class SQLiteDatabase:
             raise FileNotFoundError(f"no SQLite database at {self.path}") from None
         self.connection = connect_readonly(self.path)
         self.lock = threading.Lock()
-        self.version = _file_version(self.path)
+        self.version = file_version(self.path)
         self._pool = pool
         self.kill_grace = kill_grace
 
@@ -327,8 +329,9 @@ class SQLiteDatabase:
     def submit(
         self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
     ) -> Callable[[], QueryResult]:
-        """Send the query to a worker now; the function returned waits for its result
-        (call it exactly once: it hands the worker back)."""
+        """Send the query to a worker now (unless it ran before:
+        :class:`~palaestra.verifiers.sql_backend.ResultCache`); the function returned
+        waits for its result (call it exactly once: it hands the worker back)."""
         check_size(sql)
         pool = self._pool or default_pool()
         args = (str(self.path), sql, max_rows, timeout)
@@ -340,13 +343,17 @@ class SQLiteDatabase:
             reply = pool.call(query_in_worker, args, timeout=timeout + self.kill_grace)
             return Refusal("error: the database file is missing") if reply == MISSING else reply
 
-        return worker_query(
-            pool,
-            query_in_worker,
-            args,
-            timeout=timeout,
-            kill_grace=self.kill_grace,
-            follow_up=build_if_missing,
+        return results.submit(
+            results.key(self.dialect, self.path, sql, max_rows),
+            timeout,
+            lambda: worker_query(
+                pool,
+                query_in_worker,
+                args,
+                timeout=timeout,
+                kill_grace=self.kill_grace,
+                follow_up=build_if_missing,
+            ),
         )
 
     def query_trusted(
@@ -420,7 +427,7 @@ class SharedDatabases:
         path = Path(path).resolve()
         with self._lock:
             database = self._open.get(path)
-            if database is not None and database.version != _file_version_or_none(path):
+            if database is not None and database.version != file_version_or_none(path):
                 del self._open[path]
                 self._idle.pop(path, None)
                 self._retire(database)
@@ -618,7 +625,7 @@ class GoldCache:
         :func:`lease_database`; reopened when the file changed)."""
         with self._lock:
             lease = self._databases.pop(path, None)
-            if lease is not None and lease.database.version != _file_version_or_none(path):
+            if lease is not None and lease.database.version != file_version_or_none(path):
                 lease.close()
                 lease = None
             lease = lease or lease_database(path)
@@ -654,18 +661,6 @@ def default_golds() -> GoldCache:
         if _golds is None:
             _golds = GoldCache()
         return _golds
-
-
-def _file_version(path: Path) -> tuple[int, int, int]:
-    stat = os.stat(path)
-    return stat.st_ino, stat.st_mtime_ns, stat.st_size
-
-
-def _file_version_or_none(path: Path) -> tuple[int, int, int] | None:
-    try:
-        return _file_version(path)
-    except FileNotFoundError:
-        return None  # deleted: opened again (and built again)
 
 
 def _submit_predicted(

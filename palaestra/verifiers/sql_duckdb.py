@@ -40,6 +40,7 @@ from palaestra.verifiers.sql_backend import (
     QueryResult,
     SQLError,
     check_size,
+    results,
     worker_query,
 )
 from palaestra.verifiers.sql_duckdb_worker import (
@@ -144,8 +145,9 @@ class DuckDBDatabase:
     def submit(
         self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
     ) -> Callable[[], QueryResult]:
-        """Send the query to the worker now; the function returned waits for its result
-        (call it exactly once: it hands the worker back)."""
+        """Send the query to the worker now (unless it ran before:
+        :class:`~palaestra.verifiers.sql_backend.ResultCache`); the function returned
+        waits for its result (call it exactly once: it hands the worker back)."""
         check_size(sql)
         args = (str(self.path), sql, max_rows, timeout)
 
@@ -156,13 +158,17 @@ class DuckDBDatabase:
             self.pool.call(load_database, (str(self.path),), timeout=LOAD_TIMEOUT_S)
             return self.pool.call(run_query, args, timeout=timeout + self.kill_grace)
 
-        return worker_query(
-            self.pool,
-            run_query,
-            args,
-            timeout=timeout,
-            kill_grace=self.kill_grace,
-            follow_up=load_if_needed,
+        return results.submit(
+            results.key(self.dialect, self.path, sql, max_rows),
+            timeout,
+            lambda: worker_query(
+                self.pool,
+                run_query,
+                args,
+                timeout=timeout,
+                kill_grace=self.kill_grace,
+                follow_up=load_if_needed,
+            ),
         )
 
     def tables(self) -> list[str]:

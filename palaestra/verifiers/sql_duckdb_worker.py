@@ -11,7 +11,6 @@ functions here run in the worker: :func:`load_database`, :func:`run_query` and
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
 import threading
@@ -29,6 +28,7 @@ from palaestra.verifiers.sql_backend import (
     SQLError,
     fetch_rows,
 )
+from palaestra.verifiers.sql_files import file_version
 
 DUCKDB_MEMORY_LIMIT = "512MB"
 LOADED_DATABASES = 32
@@ -64,7 +64,7 @@ UNLOADED = "unloaded"
 
 @dataclass
 class _Loaded:
-    version: tuple[int, int]
+    version: tuple[int, int, int]
     schema: str
     cursor: Any
 
@@ -94,7 +94,7 @@ class _Store:
     def get(self, path: str) -> _Loaded | None:
         entry = self.loaded.get(path)
         try:
-            current = _version(path)
+            current = file_version(path)
         except OSError:  # deleted: the parent builds it again before it loads it
             current = None
         if entry is None or entry.version != current:
@@ -112,7 +112,7 @@ class _Store:
         cursor = self.connection.cursor()
         cursor.execute(f"USE memory.{schema}")
         self.drop(path)
-        self.loaded[path] = _Loaded(_version(path), schema, cursor)
+        self.loaded[path] = _Loaded(file_version(path), schema, cursor)
         while len(self.loaded) > LOADED_DATABASES:
             self.drop(next(iter(self.loaded)))
 
@@ -164,11 +164,6 @@ class _Watchdog:
                     self._cursor = None
                 self._wakes_at = self._deadline if self._cursor is not None else float("inf")
                 self._cond.wait(None if self._cursor is None else self._wakes_at - now)
-
-
-def _version(path: str) -> tuple[int, int]:
-    stat = os.stat(path)
-    return stat.st_mtime_ns, stat.st_size
 
 
 def _duckdb_type(declared: str) -> str:

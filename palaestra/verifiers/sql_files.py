@@ -27,12 +27,29 @@ __all__ = [
     "Rebuilder",
     "add_rebuilder",
     "delete_unless_held",
+    "file_version",
+    "file_version_or_none",
     "hold_file",
     "rebuild",
 ]
 
 HOLD_TRIES = 4
 """How many times a file that went away between being built and being held is built again."""
+
+
+def file_version(path: str | Path) -> tuple[int, int, int]:
+    """What changes when the file at ``path`` is replaced or written (inode, modification
+    time, size); never its access time, which the caches mark use with."""
+    stat = os.stat(path)
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
+def file_version_or_none(path: str | Path) -> tuple[int, int, int] | None:
+    """:func:`file_version`, or None when there is no file at ``path``."""
+    try:
+        return file_version(path)
+    except FileNotFoundError:
+        return None
 
 
 def hold_file(owner: object, path: Path) -> Callable[[], None]:
