@@ -21,13 +21,16 @@ The test-suite code is not part of palaestra; clone it and name its folder:
 It runs with ``plug_value=False, keep_distinct=True``; its ``parse`` module (which needs
 ``sqlparse``) serves only the other settings, so where ``sqlparse`` is missing a stand-in
 that refuses to be called takes its place. palaestra's gold results are cached per file
-and query (as in the env); Spider runs the gold on every call.
+and query (as in the env); Spider runs the gold on every call. palaestra is timed with its
+result cache (a prediction asked before on the same file is not run again: an ``other``
+pair repeats a gold) and without it.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import os
 import sys
 import tempfile
@@ -44,6 +47,7 @@ from bench_sql import MUTATIONS, question_pairs, worker_cpu
 
 from palaestra.envs.sql.databases import DOMAINS, database_path, suite_paths
 from palaestra.verifiers.sql import execution_match
+from palaestra.verifiers.sql_backend import results
 
 Pair = tuple[str, str, str, str]
 """(kind, predicted SQL, gold SQL, domain)."""
@@ -107,9 +111,11 @@ def lay_out(pairs: list[tuple[Pair, str]], size: int, root: Path) -> list[tuple[
 
 def timed(grade: Callable[[int], float], count: int) -> tuple[list[float], float, float]:
     """(verdicts, checks/s, checks per CPU second) of ``grade(i)`` for i < count, the
-    first ten run once untimed (workers start, databases load)."""
+    first ten run once untimed (workers start, databases load; palaestra's result cache is
+    emptied after them)."""
     for index in range(min(10, count)):
         grade(index)
+    results.clear()
     cpu, worker, started = time.process_time(), worker_cpu(), time.perf_counter()
     verdicts = [grade(index) for index in range(count)]
     elapsed = time.perf_counter() - started
@@ -161,6 +167,7 @@ def main() -> None:
     print(
         f"load: {os.getloadavg()[0]:.2f}; {len(pairs)} pairs: {dict(Counter(k for (k, *_), _ in pairs))}"
     )
+    capacity = results.capacity
     with tempfile.TemporaryDirectory() as root:
         for size in args.suite_sizes:
             laid = lay_out(pairs, size, Path(root))
@@ -177,19 +184,23 @@ def main() -> None:
             )
             print(f"\n## suite={size}\n\n| grader | checks/s | per CPU s |\n| --- | ---: | ---: |")
             print(f"| Spider eval_exec_match (SQLite) | {rates[0]:,.0f} | {rates[1]:,.0f} |")
-            results = {}
-            for backend in args.backends:
+            verdicts_of = {}
+            for backend, kept in itertools.product(args.backends, (True, False)):
                 answers = duckdb_sql if backend == "duckdb" else [p for (_, p, _, _), _ in pairs]
-                results[backend], *rates = timed(
+                results.capacity = capacity if kept else 0
+                verdicts_of[backend], *rates = timed(
                     lambda i, a=answers, b=backend, laid=laid: execution_match(
                         a[i], pairs[i][0][2], laid[i][0], backend=b, suite=laid[i][1]
                     ),
                     len(pairs),
                 )
+                how = "" if kept else ", result cache off"
                 print(
-                    f"| palaestra execution_match ({backend}) | {rates[0]:,.0f} | {rates[1]:,.0f} |"
+                    f"| palaestra execution_match ({backend}{how}) | {rates[0]:,.0f} | "
+                    f"{rates[1]:,.0f} |"
                 )
-            for backend, verdicts in results.items():
+            results.capacity = capacity
+            for backend, verdicts in verdicts_of.items():
                 print(f"\nAgreement, palaestra on {backend} vs Spider, suite={size}:\n")
                 agreement(pairs, verdicts, spider)
     print(f"\nload: {os.getloadavg()[0]:.2f}")

@@ -340,7 +340,9 @@ class SQLiteDatabase:
             if reply != MISSING:
                 return reply
             self._hold.renew()  # deleted though held (by hand, or from another machine)
-            reply = pool.call(query_in_worker, args, timeout=timeout + self.kill_grace)
+            reply = pool.call(
+                query_in_worker, args, timeout=timeout + self.kill_grace, prefer=args[0]
+            )
             return Refusal("error: the database file is missing") if reply == MISSING else reply
 
         return results.submit(
@@ -353,6 +355,7 @@ class SQLiteDatabase:
                 timeout=timeout,
                 kill_grace=self.kill_grace,
                 follow_up=build_if_missing,
+                prefer=args[0],  # a worker keeps the file's connection open
             ),
         )
 

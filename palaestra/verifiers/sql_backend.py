@@ -21,7 +21,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -130,20 +130,24 @@ def worker_query(
     timeout: float,
     kill_grace: float = KILL_GRACE_S,
     follow_up: Callable[[Any], Any] | None = None,
+    prefer: Hashable | None = None,
 ) -> Callable[[], QueryResult]:
     """Send the worker-side query ``function(*args)`` (it answers a :class:`QueryResult`
-    or a :class:`Refusal`) to a worker of ``pool`` now; the function returned waits for the
-    answer (call it once). The worker is killed ``kill_grace`` seconds past ``timeout``; a
-    worker lost before it answered (killed from outside, say) is replaced and the query
-    sent once more; every failure (time, a refusal, a worker that died again) is an
-    :class:`SQLError`. ``follow_up`` may turn a reply into another (calls in the worker)."""
+    or a :class:`Refusal`) to a worker of ``pool`` now (one that served ``prefer`` lately
+    first: :meth:`~palaestra.verifiers.worker.WorkerPool.submit`); the function returned
+    waits for the answer (call it once). The worker is killed ``kill_grace`` seconds past
+    ``timeout``; a worker lost before it answered (killed from outside, say) is replaced
+    and the query sent once more; every failure (time, a refusal, a worker that died again)
+    is an :class:`SQLError`. ``follow_up`` may turn a reply into another (calls in the
+    worker)."""
     from palaestra.verifiers.worker import WorkerError, WorkerLost, WorkerTimeout
 
+    limit = timeout + kill_grace
     try:
         try:
-            pending = pool.submit(function, args, timeout=timeout + kill_grace)
+            pending = pool.submit(function, args, timeout=limit, prefer=prefer)
         except OSError:  # a worker that died idle broke the pipe: it is dropped, try a new one
-            pending = pool.submit(function, args, timeout=timeout + kill_grace)
+            pending = pool.submit(function, args, timeout=limit, prefer=prefer)
     except (WorkerError, OSError) as error:
         raise SQLError(f"error: the query stopped its worker ({error})") from None
 
@@ -152,7 +156,7 @@ def worker_query(
             try:
                 reply = pending.result()
             except WorkerLost:  # it died before or while answering: once more, in a fresh one
-                reply = pool.call(function, args, timeout=timeout + kill_grace)
+                reply = pool.call(function, args, timeout=limit, prefer=prefer)
             if follow_up is not None:
                 reply = follow_up(reply)
         except WorkerTimeout:
@@ -180,7 +184,8 @@ ResultKey = tuple[str, str, tuple[int, int, int], str, int]
 
 class ResultCache:
     """The results of agents' queries that ran, the most recently used kept up to
-    ``capacity`` bytes of values (:func:`value_bytes`; none over ``largest``).
+    ``capacity`` bytes (the query's text and its values, :func:`value_bytes`; none over
+    ``largest``; ``capacity=0`` keeps none).
 
     The databases are read-only, so a query asked again of the same file (a GRPO group's
     repeated answer, an answer the agent already ran as a tool call) gets the result it got
@@ -234,7 +239,7 @@ class ResultCache:
         return result
 
     def _keep(self, key: ResultKey, result: QueryResult, seconds: float) -> None:
-        size = 0
+        size = len(key[3])  # the query's text is held too
         for row in result.rows:
             size += _row_bytes(row)
             if size > self.largest:

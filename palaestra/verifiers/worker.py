@@ -24,12 +24,15 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
 STARTUP_TIMEOUT_S = 120.0
 """How long a new worker may take to import its modules before it counts as broken."""
+SERVED_KEYS = 64
+"""How many ``prefer`` keys of its latest calls a worker is remembered by."""
 
 
 class WorkerTimeout(TimeoutError):
@@ -64,6 +67,9 @@ class _Worker:
         os.close(result_write)
         self._requests = Connection(request_write, readable=False)
         self._results = Connection(result_read, writable=False)
+        self.served: OrderedDict[Hashable, int] = OrderedDict()
+        """The ``prefer`` keys of its latest calls (:meth:`WorkerPool.submit`), each with
+        the pool's count of calls when it was last sent here."""
         if not self._results.poll(STARTUP_TIMEOUT_S):
             self.kill()
             raise RuntimeError(f"grading worker did not start within {STARTUP_TIMEOUT_S:.0f} s")
@@ -143,17 +149,18 @@ class WorkerPool:
         self.warmup = warmup
         self._idle: list[_Worker] = []
         self._started = 0
+        self._sent = 0
         self._cond = threading.Condition()
         _pools.add(self)
 
-    def _acquire(self) -> _Worker:
+    def _acquire(self, prefer: Hashable | None) -> _Worker:
         with self._cond:
             while True:
                 while not self._idle and self._started >= self.max_workers:
                     self._cond.wait()
                 if not self._idle:
                     break
-                worker = self._idle.pop()
+                worker = self._take_idle(prefer)
                 if worker.alive:
                     return worker
                 worker.kill()  # killed while idle (the OOM killer, say): reap it, start anew
@@ -165,27 +172,55 @@ class WorkerPool:
             self._discard()
             raise
 
+    def _take_idle(self, prefer: Hashable | None) -> _Worker:
+        """An idle worker: of those whose latest calls had ``prefer``, the one it was sent
+        to last; else the one that went idle last."""
+        served = [(w.served[prefer], i) for i, w in enumerate(self._idle) if prefer in w.served]
+        return self._idle.pop(max(served)[1] if served else -1)
+
     def _discard(self) -> None:
         with self._cond:
             self._started -= 1
             self._cond.notify()
 
-    def call(self, fn: Callable[..., Any], args: tuple[Any, ...] = (), *, timeout: float) -> Any:
+    def call(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...] = (),
+        *,
+        timeout: float,
+        prefer: Hashable | None = None,
+    ) -> Any:
         """``fn(*args)`` in a worker; raises :class:`WorkerTimeout` past ``timeout`` seconds.
 
         ``fn`` must be importable by name (a module-level function) and ``args`` picklable.
         """
-        return self.submit(fn, args, timeout=timeout).result()
+        return self.submit(fn, args, timeout=timeout, prefer=prefer).result()
 
     def submit(
-        self, fn: Callable[..., Any], args: tuple[Any, ...] = (), *, timeout: float
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...] = (),
+        *,
+        timeout: float,
+        prefer: Hashable | None = None,
     ) -> PendingCall:
         """Send ``fn(*args)`` to a worker and return at once; the caller works meanwhile and
         must then call :meth:`PendingCall.result` (which hands the worker back). The timeout
-        counts from now."""
+        counts from now. ``prefer``: a key of what the call needs (a database a worker
+        keeps loaded, say); of the idle workers whose latest :data:`SERVED_KEYS` calls had
+        it, the one it went to last is taken, else any idle one (never waiting for a busy
+        one), so calls of a key keep to one worker while it is free."""
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        worker = self._acquire()
+        worker = self._acquire(prefer)
+        if prefer is not None:
+            with self._cond:
+                self._sent += 1
+                worker.served.pop(prefer, None)
+                worker.served[prefer] = self._sent
+                if len(worker.served) > SERVED_KEYS:
+                    worker.served.popitem(last=False)
         try:
             worker.send(fn, args)
         except BaseException:

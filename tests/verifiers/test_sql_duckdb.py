@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import os
 import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -125,6 +128,64 @@ def test_a_single_uninterruptible_call_is_stopped_by_killing_its_worker(db):
     assert database.query("SELECT COUNT(*) FROM big").rows == [(5000,)]  # reloaded
     assert pool.pids != before
     pool.close()
+
+
+def test_workers_side_by_side_each_answer_from_their_own_load(tmp_path):
+    """Envs stepped on threads: their queries and catalog reads run on several workers at
+    once, each worker loading a file the first time a query of it comes its way."""
+    paths = []
+    for index in range(3):
+        path = tmp_path / f"n{index}.sqlite"
+        connection = sqlite3.connect(path)
+        connection.execute("CREATE TABLE n (v INTEGER)")
+        connection.executemany("INSERT INTO n VALUES (?)", [(v,) for v in range(index + 1)])
+        connection.commit()
+        connection.close()
+        paths.append(path)
+    pool = new_pool(2)
+    databases = [DuckDBDatabase(path, pool=pool) for path in paths]
+
+    def ask(task: int) -> tuple[list, list]:
+        database = databases[task % 3]
+        result = database.query(f"SELECT COUNT(*) + 0 * {task} FROM n")
+        return result.rows, database.tables()
+
+    try:
+        with ThreadPoolExecutor(6) as threads:
+            answers = list(threads.map(ask, range(60)))
+        assert answers == [([(task % 3 + 1,)], ["n"]) for task in range(60)]
+        assert len(pool.pids) == 2
+    finally:
+        pool.close()
+
+
+def test_a_query_whose_worker_was_taken_after_the_load_loads_where_it_runs(tmp_path, monkeypatch):
+    path = tmp_path / "one.sqlite"
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE TABLE n (v INTEGER)")
+    connection.execute("INSERT INTO n VALUES (7)")
+    connection.commit()
+    connection.close()
+    pool = new_pool(2)
+    starts = [pool.submit(os.getpid, timeout=60) for _ in range(2)]
+    assert len({start.result() for start in starts}) == 2
+    database = DuckDBDatabase(path, pool=pool)
+    taken = []
+    load = DuckDBDatabase._call
+
+    def load_then_take_its_worker(self, function, *args, timeout):
+        reply = load(self, function, *args, timeout=timeout)
+        if function is duckdb_worker.load_database and not taken:  # another thread's call
+            taken.append(pool.submit(time.sleep, (1.0,), timeout=60, prefer=str(self.path)))
+        return reply
+
+    monkeypatch.setattr(DuckDBDatabase, "_call", load_then_take_its_worker)
+    try:
+        assert database.query("SELECT v FROM n").rows == [(7,)]
+        assert taken and database.tables() == ["n"]
+        taken[0].result()
+    finally:
+        pool.close()
 
 
 def test_runaway_query_is_interrupted(db):

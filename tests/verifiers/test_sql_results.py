@@ -149,7 +149,7 @@ def test_failures_are_never_kept():
 
 
 def test_the_cache_holds_its_byte_budget():
-    cache = ResultCache(capacity=2_500, largest=1_000)
+    cache = ResultCache(capacity=2_100, largest=1_100)  # two entries of 8 + 1,000 bytes
     big = ResultCache(capacity=10_000, largest=1_000)
 
     def rows_of(size: int):

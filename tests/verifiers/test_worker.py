@@ -55,3 +55,21 @@ def test_a_worker_killed_while_idle_is_replaced(pool):
     os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # dead, not yet reaped
     assert pool.call(abs, (-4,), timeout=60) == 4
     assert pool.pids != [pid]
+
+
+def test_a_call_goes_to_an_idle_worker_that_served_its_key():
+    pool = WorkerPool(2, memory_mb=None)
+    try:
+        first, second = pool.submit(os.getpid, timeout=60), pool.submit(os.getpid, timeout=60)
+        pids = {first.result(), second.result()}
+        assert len(pids) == 2  # both started
+        owner = pool.call(os.getpid, timeout=60, prefer="shop.sqlite")
+        other = pool.call(os.getpid, timeout=60, prefer="bank.sqlite")
+        for _ in range(5):
+            assert pool.call(os.getpid, timeout=60, prefer="shop.sqlite") == owner
+        busy = pool.submit(time.sleep, (0.3,), timeout=60, prefer="shop.sqlite")
+        assert pool.call(os.getpid, timeout=60, prefer="shop.sqlite") != owner  # never waits
+        busy.result()
+        assert owner in pids and other in pids
+    finally:
+        pool.close()
