@@ -11,7 +11,8 @@
   query workers together (steadier on a loaded machine). ``--group G`` checks each
   question G times in a row, as a GRPO group does; ``--answers same distinct`` times both
   a group that repeats one answer (the repeats come from the result cache) and one whose
-  answers all differ in text (every check runs its query).
+  answers all differ in text (every check runs its query); ``--threads 1 8`` checks one at
+  a time and on 8 threads at once (a runner steps envs on threads).
 
     python benchmarks/bench_sql.py --episodes 300 --checks 300
 
@@ -38,6 +39,7 @@ import os
 import re
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -48,8 +50,8 @@ from palaestra.envs.sql.databases import DOMAINS, cache_dir, database_path, suit
 from palaestra.envs.sql.questions import generate_question
 from palaestra.envs.sql.suite import fuzzed_paths, grading_suite
 from palaestra.verifiers.sql import connect_readonly, execution_match
-from palaestra.verifiers.sql_backend import results
 from palaestra.verifiers.sql_compare import has_limit
+from palaestra.verifiers.sql_results import results
 
 
 def labelled_rewrites() -> list[tuple[str, str, str]]:
@@ -146,13 +148,15 @@ def match_rate(
     seeds: int = 0,
     fuzzed: int = 0,
     distinct: bool = False,
+    threads: int = 1,
 ) -> tuple[float, float]:
     """(checks/s, checks per CPU second) of ``execution_match(gold, gold)`` over ``pairs``,
     the predicted query on ``backend`` (DuckDB gets it in its dialect), graded on ``seeds``
     databases of other seeds and ``fuzzed`` fuzzed copies of the episode's database (built
     on a question's first check, inside the timing, as the env does). A query asked again
     is answered from the result cache, as in the env; ``distinct``: no answer's text is
-    asked twice (each check plans and runs its query)."""
+    asked twice (each check plans and runs its query). ``threads``: checks run on this many
+    threads at once, as a runner steps envs (a group's checks side by side)."""
     answers = [sqlglot.transpile(gold, read="sqlite", write=backend)[0] for gold, _ in pairs]
     if distinct:  # a comment makes each answer of a run of one question a new text
         answers = [f"{answer} /* {i} */" for i, answer in enumerate(answers)]
@@ -165,11 +169,14 @@ def match_rate(
         old.unlink(missing_ok=True)
     results.clear()
     cpu, worker, started = time.process_time(), worker_cpu(), time.perf_counter()
-    matched = 0
-    for answer, (gold, path) in zip(answers, pairs, strict=True):
-        episode = env_path(path)
+
+    def check(index: int) -> float:
+        (gold, path), episode = pairs[index], env_path(pairs[index][1])
         suite = grading_suite(domain_of(path), episode, gold, seeds=seeds, fuzzed=fuzzed)
-        matched += execution_match(answer, gold, episode, backend=backend, suite=suite)
+        return execution_match(answers[index], gold, episode, backend=backend, suite=suite)
+
+    with ThreadPoolExecutor(threads) as pool:
+        matched = sum(pool.map(check, range(len(pairs))))
     elapsed = time.perf_counter() - started
     used = time.process_time() - cpu + worker_cpu() - worker
     assert matched == len(pairs), f"{len(pairs) - matched} gold queries did not match themselves"
@@ -330,6 +337,13 @@ def main() -> None:
     parser.add_argument("--near-miss-questions", type=int, default=300)
     parser.add_argument("--group", type=int, default=1, help="check each pair this many times")
     parser.add_argument(
+        "--threads",
+        nargs="*",
+        type=int,
+        default=[1],
+        help="check on this many threads at once (as a runner steps envs on threads)",
+    )
+    parser.add_argument(
         "--answers",
         nargs="*",
         choices=("same", "distinct"),
@@ -367,11 +381,14 @@ def main() -> None:
     configs += [tuple(map(int, text.split(":"))) for text in args.suites]
     for name, pairs in suites.items():
         for backend in args.backends:
-            for (seeds, fuzzed), answers in itertools.product(configs or [(0, 0)], args.answers):
-                wall, cpu = match_rate(pairs, backend, seeds, fuzzed, answers == "distinct")
+            runs = itertools.product(configs or [(0, 0)], args.answers, args.threads)
+            for (seeds, fuzzed), answers, threads in runs:
+                distinct = answers == "distinct"
+                wall, cpu = match_rate(pairs, backend, seeds, fuzzed, distinct, threads)
                 print(
-                    f"| execution_match on {backend}, {name}, {answers} answers, seeds={seeds} "
-                    f"fuzzed={fuzzed} | {wall:,.0f} checks/s, {cpu:,.0f} per CPU s |"
+                    f"| execution_match on {backend}, {name}, {answers} answers, "
+                    f"{threads} thread{'s' * (threads > 1)}, seeds={seeds} fuzzed={fuzzed} | "
+                    f"{wall:,.0f} checks/s, {cpu:,.0f} per CPU s |"
                 )
     if configs and args.near_miss_questions:
         suite_catch(args.near_miss_questions, configs)

@@ -47,7 +47,7 @@ from bench_sql import MUTATIONS, question_pairs, worker_cpu
 
 from palaestra.envs.sql.databases import DOMAINS, database_path, suite_paths
 from palaestra.verifiers.sql import execution_match
-from palaestra.verifiers.sql_backend import results
+from palaestra.verifiers.sql_results import results
 
 Pair = tuple[str, str, str, str]
 """(kind, predicted SQL, gold SQL, domain)."""

@@ -52,7 +52,6 @@ from palaestra.verifiers.sql_backend import (
     check_size,
     fetch_rows,
     open_database,
-    results,
     transpile,
     worker_query,
 )
@@ -74,6 +73,7 @@ from palaestra.verifiers.sql_files import (
     hold_file,
     rebuild,
 )
+from palaestra.verifiers.sql_results import results
 from palaestra.verifiers.worker import WorkerPool
 
 __all__ = [
@@ -330,7 +330,7 @@ class SQLiteDatabase:
         self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
     ) -> Callable[[], QueryResult]:
         """Send the query to a worker now (unless it ran before:
-        :class:`~palaestra.verifiers.sql_backend.ResultCache`); the function returned
+        :mod:`~palaestra.verifiers.sql_results`); the function returned
         waits for its result (call it exactly once: it hands the worker back)."""
         check_size(sql)
         pool = self._pool or default_pool()

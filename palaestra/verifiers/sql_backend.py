@@ -11,16 +11,12 @@ Limits every backend holds for every query: at most ``max_rows`` rows and
 a memory limit, and nothing but reading. Both backends run an agent's query in a killable
 worker process (:func:`worker_query`), so the time limit holds even for one function call
 the database engine cannot interrupt; a query asked again on the same file is answered
-from :class:`ResultCache` without running.
+from :mod:`palaestra.verifiers.sql_results` without running.
 """
 
 from __future__ import annotations
 
 import importlib
-import re
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,97 +166,6 @@ def worker_query(
     return result
 
 
-_VOLATILE = re.compile(
-    r"(?i)\b(?:\w*random\w*|\w*uuid\w*|now|today|\w*current\w*|transaction_timestamp|"
-    r"localtime|nextval|currval|setseed|\w*changes|last_insert_rowid)\b"
-)
-"""Names a query that may answer differently each run can hardly be written without
-(``random()``, ``now()``, SQLite's ``date('now')``...): such a query is never answered
-from the cache. A false alarm only costs a run."""
-
-ResultKey = tuple[str, str, tuple[int, int, int], str, int]
-"""(backend dialect, database file, its version, query text, row cap)."""
-
-
-class ResultCache:
-    """The results of agents' queries that ran, the most recently used kept up to
-    ``capacity`` bytes (the query's text and its values, :func:`value_bytes`; none over
-    ``largest``; ``capacity=0`` keeps none).
-
-    The databases are read-only, so a query asked again of the same file (a GRPO group's
-    repeated answer, an answer the agent already ran as a tool call) gets the result it got
-    before without running (:meth:`submit`): a check of a repeated answer costs no worker
-    round trip. A result is given only to a call whose time limit it ran within; failures
-    are never kept (a time-out depends on the machine's load), nor is a query that may
-    answer differently each run (:data:`_VOLATILE`)."""
-
-    def __init__(self, capacity: int = 64_000_000, largest: int = 1_000_000) -> None:
-        self.capacity, self.largest = capacity, largest
-        self.hits = 0
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[ResultKey, tuple[QueryResult, float, int]] = OrderedDict()
-        self._held = 0
-
-    @staticmethod
-    def key(dialect: str, path: Path, sql: str, max_rows: int) -> ResultKey | None:
-        """The key of ``sql`` on the file at ``path``; None when it is not to be cached."""
-        from palaestra.verifiers.sql_files import file_version_or_none
-
-        version = file_version_or_none(path)
-        if version is None or _VOLATILE.search(sql):
-            return None
-        return dialect, str(path), version, sql, max_rows
-
-    def submit(
-        self,
-        key: ResultKey | None,
-        timeout: float,
-        start: Callable[[], Callable[[], QueryResult]],
-    ) -> Callable[[], QueryResult]:
-        """The kept result for ``key`` when it ran within ``timeout`` seconds, else
-        ``start()`` (which sends the query; its function gives the result), keeping what it
-        gives."""
-        if key is None:
-            return start()
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None and entry[1] <= timeout:
-                self._entries.move_to_end(key)
-                self.hits += 1
-                return lambda: entry[0]
-        started = time.monotonic()
-        pending = start()
-
-        def result() -> QueryResult:
-            answer = pending()
-            self._keep(key, answer, time.monotonic() - started)
-            return answer
-
-        return result
-
-    def _keep(self, key: ResultKey, result: QueryResult, seconds: float) -> None:
-        size = len(key[3])  # the query's text is held too
-        for row in result.rows:
-            size += _row_bytes(row)
-            if size > self.largest:
-                return
-        with self._lock:
-            old = self._entries.pop(key, None)
-            self._held += size - (old[2] if old else 0)
-            self._entries[key] = (result, seconds, size)
-            while self._held > self.capacity:
-                self._held -= self._entries.popitem(last=False)[1][2]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._held = 0
-
-
-results = ResultCache()
-"""The cache both backends answer agents' queries from."""
-
-
 def check_size(sql: str) -> None:
     """Refuse an empty query or one over :data:`MAX_SQL_CHARS` characters."""
     if len(sql) > MAX_SQL_CHARS:
@@ -313,7 +218,7 @@ def value_bytes(value: Any) -> int:
     return 8
 
 
-def _row_bytes(row: tuple[Any, ...]) -> int:
+def row_bytes(row: tuple[Any, ...]) -> int:
     """The sum of :func:`value_bytes` over a row, with the common types counted inline."""
     width = 0
     for value in row:
@@ -343,7 +248,7 @@ def fetch_rows(
         if not chunk:
             break
         for row in chunk:
-            width = _row_bytes(row)
+            width = row_bytes(row)
             widest = max(widest, width)
             size += width
         if size > max_bytes:

@@ -43,7 +43,6 @@ from palaestra.verifiers.sql_backend import (
     QueryResult,
     SQLError,
     check_size,
-    results,
     worker_query,
 )
 from palaestra.verifiers.sql_duckdb_worker import (
@@ -54,6 +53,7 @@ from palaestra.verifiers.sql_duckdb_worker import (
     run_query,
 )
 from palaestra.verifiers.sql_files import FileHold
+from palaestra.verifiers.sql_results import results
 from palaestra.verifiers.worker import WorkerError, WorkerLost, WorkerPool, WorkerTimeout
 
 WORKER_MEMORY_MB = 1664
@@ -159,7 +159,7 @@ class DuckDBDatabase:
         self, sql: str, *, timeout: float = DEFAULT_TIMEOUT, max_rows: int = DEFAULT_MAX_ROWS
     ) -> Callable[[], QueryResult]:
         """Send the query to the worker now (unless it ran before:
-        :class:`~palaestra.verifiers.sql_backend.ResultCache`); the function returned
+        :mod:`~palaestra.verifiers.sql_results`); the function returned
         waits for its result (call it exactly once: it hands the worker back)."""
         check_size(sql)
         args = (str(self.path), sql, max_rows, timeout)

@@ -6,19 +6,15 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("sqlglot", reason="needs the 'sql' extra (sqlglot)")
 
-from palaestra.verifiers.sql_backend import (
-    QueryResult,
-    ResultCache,
-    SQLError,
-    open_database,
-    results,
-)
+from palaestra.verifiers.sql_backend import QueryResult, SQLError, open_database
+from palaestra.verifiers.sql_results import ResultCache, results
 
 
 def _write(path: Path, names: list[str]) -> Path:
@@ -162,3 +158,32 @@ def test_the_cache_holds_its_byte_budget():
         cache.submit(key, 5.0, rows_of(1_000))()
     assert cache.submit(keys[0], 5.0, _Runs())().rows == [(1,)]  # the oldest went
     assert cache.submit(keys[2], 5.0, _Runs())().rows == [("x" * 1_000,)]
+
+
+def test_a_query_asked_while_it_runs_waits_for_that_run():
+    cache, runs = ResultCache(), _Runs(seconds=0.3)
+    with ThreadPoolExecutor(4) as threads:
+        answers = list(threads.map(lambda _: cache.submit(KEY, 5.0, runs)(), range(4)))
+    assert runs.count == 1 and answers == [QueryResult(["n"], [(1,)])] * 4
+    assert cache.hits == 3
+
+
+def test_the_run_in_flight_shares_its_failure_only_under_the_same_limit():
+    cache, runs = ResultCache(), _Runs(seconds=0.3, fails=True)
+    first = cache.submit(KEY, 5.0, runs)
+    same, longer = cache.submit(KEY, 5.0, runs), cache.submit(KEY, 9.0, runs)
+    for call in (first, same, longer):
+        with pytest.raises(SQLError, match="time limit"):
+            call()
+    assert runs.count == 2  # the call under another limit ran its own
+
+
+def test_a_run_whose_caller_never_asked_is_not_waited_for_twice():
+    cache, runs = ResultCache(capacity=0), _Runs()  # nothing kept: each call runs or waits
+    cache.submit(KEY, 0.1, runs)  # its result is never taken
+    started = time.monotonic()
+    assert cache.submit(KEY, 0.1, runs)().rows == [(2,)]
+    assert 0.1 < time.monotonic() - started < 5.0  # waited for it, then ran its own
+    started = time.monotonic()
+    assert cache.submit(KEY, 0.1, runs)().rows == [(3,)]
+    assert time.monotonic() - started < 0.1  # the abandoned run was forgotten
