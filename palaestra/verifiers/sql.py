@@ -502,7 +502,8 @@ class Gold:
     sql: str
     rows: list[tuple[Any, ...]]
     ordered: bool
-    database: SQLiteDatabase
+    path: Path
+    """The SQLite file it ran on (read again for :meth:`tie_blocks`)."""
     timeout: float = DEFAULT_TIMEOUT
     _blocks: list[int] | None = field(default=None, repr=False)
 
@@ -519,7 +520,7 @@ class Gold:
         result = database.query_trusted(sql, timeout=timeout, max_rows=max_rows)
         if result.truncated:
             raise SQLError(f"the gold query returns more than max_rows={max_rows} rows")
-        return cls(sql, result.rows, orders_rows(sql), database, timeout)
+        return cls(sql, result.rows, orders_rows(sql), database.path, timeout)
 
     def tie_blocks(self) -> list[int] | None:
         """Sizes of the runs of consecutive rows the gold's ORDER BY keys tie on (run once,
@@ -532,12 +533,18 @@ class Gold:
         keyed = keyed_query(self.sql)
         if keyed is None:
             return None
+        try:  # the file's shared database now (the one the gold ran on may be closed)
+            lease = lease_database(self.path)
+        except FileNotFoundError:
+            return None
         try:
-            result = self.database.query_trusted(
+            result = lease.database.query_trusted(
                 keyed.sql, timeout=self.timeout, max_rows=len(self.rows)
             )
         except SQLError:
             return None
+        finally:
+            lease.close()
         columns, keys = keyed.split(result.rows)
         if result.truncated or columns != [tuple(row) for row in self.rows]:
             return None  # the extra columns changed the rows (DISTINCT): keep the order strict
@@ -588,10 +595,14 @@ def execution_match(
     rows (LIMIT) is judged on ``db_path`` only, since rows may tie at the cut elsewhere.
     """
     paths = [Path(db_path), *(() if has_limit(gold_sql) else map(Path, suite))]
-    databases = [open_database(path, backend) for path in paths] if backend != "sqlite" else []
+    if backend == "sqlite":  # held for the whole check: no other thread closes them meanwhile
+        leases = [lease_database(path) for path in paths]
+        databases: list[Database] = [lease.database for lease in leases]
+    else:
+        leases, databases = [], [open_database(path, backend) for path in paths]
     try:
         for index, path in enumerate(paths):
-            database = databases[index] if databases else default_golds().database(path)
+            database = databases[index]
             gold = functools.partial(
                 default_golds().gold, path, gold_sql, timeout=timeout, max_rows=max_rows
             )
@@ -604,48 +615,38 @@ def execution_match(
                 return 0.0
         return 1.0
     finally:
-        for database in databases:
-            database.close()
+        for lease in leases:
+            lease.close()
+        if backend != "sqlite":
+            for database in databases:
+                database.close()
 
 
 class GoldCache:
-    """Gold results by (database file, its version, query, row cap), and an open
-    :class:`SQLiteDatabase` per file, the most recently used kept: the suite's databases
-    answer every check, so their golds run once per question."""
+    """Gold results by (database file, its version, query, row cap), the most recently used
+    kept: the suite's databases answer every check, so their golds run once per question.
+    The files stay open in the process's :class:`SharedDatabases`."""
 
     capacity = 256
     """Gold results kept."""
-    open_files = 32
-    """SQLite files kept open (each holds its file against the cache's eviction)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._golds: OrderedDict[tuple[Any, ...], Gold] = OrderedDict()
-        self._databases: OrderedDict[Path, DatabaseLease] = OrderedDict()
-
-    def database(self, path: Path) -> SQLiteDatabase:
-        """The open SQLite database at ``path`` (the process's shared one,
-        :func:`lease_database`; reopened when the file changed)."""
-        with self._lock:
-            lease = self._databases.pop(path, None)
-            if lease is not None and lease.database.version != file_version_or_none(path):
-                lease.close()
-                lease = None
-            lease = lease or lease_database(path)
-            self._databases[path] = lease
-            while len(self._databases) > self.open_files:
-                self._databases.popitem(last=False)[1].close()
-            return lease.database
 
     def gold(self, path: Path, sql: str, *, timeout: float, max_rows: int) -> Gold:
         """The gold result of ``sql`` on ``path``, run once per version of the file."""
-        database = self.database(path)
-        key = (database.path, database.version, sql, max_rows)
-        with self._lock:
-            if key in self._golds:
-                self._golds.move_to_end(key)
-                return self._golds[key]
-        gold = Gold.run(database, sql, timeout=timeout, max_rows=max_rows)
+        lease = lease_database(path)
+        try:
+            database = lease.database
+            key = (database.path, database.version, sql, max_rows)
+            with self._lock:
+                if key in self._golds:
+                    self._golds.move_to_end(key)
+                    return self._golds[key]
+            gold = Gold.run(database, sql, timeout=timeout, max_rows=max_rows)
+        finally:
+            lease.close()
         with self._lock:
             self._golds[key] = gold
             while len(self._golds) > self.capacity:

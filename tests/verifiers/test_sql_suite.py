@@ -4,7 +4,11 @@ for still scores 0, and an equivalent rewrite still scores 1."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -267,3 +271,48 @@ def test_every_labelled_equivalent_rewrite_scores_1_on_the_default_grading_suite
             path = database_path(domain, seed)
             suite = grading_suite(domain, path, gold, seeds=DEFAULT_SUITE, fuzzed=DEFAULT_FUZZED)
             assert execution_match(rewrite, gold, path, suite=suite) == 1.0, (seed, rewrite)
+
+
+def test_checks_on_threads_survive_their_files_being_replaced(tmp_path):
+    """A suite file rebuilt (a new version) while other threads grade on it: the database a
+    check uses stays open until the check ends."""
+    path = tmp_path / "swapped.sqlite"
+
+    def write() -> None:
+        temporary = tmp_path / "swapped.tmp"
+        temporary.unlink(missing_ok=True)
+        connection = sqlite3.connect(temporary)
+        connection.execute("CREATE TABLE t (name TEXT, score INTEGER)")
+        connection.executemany("INSERT INTO t VALUES (?, ?)", [("a", 1), ("b", 2), ("c", 2)])
+        connection.commit()
+        connection.close()
+        os.replace(temporary, path)
+
+    write()
+    gold = "SELECT name FROM t ORDER BY score DESC"
+    stop = threading.Event()
+
+    def rewrite() -> None:
+        while not stop.is_set():
+            write()
+            time.sleep(0.002)
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    try:
+        with ThreadPoolExecutor(4) as threads:
+            scores = list(
+                threads.map(
+                    lambda i: execution_match(
+                        f"SELECT name FROM t ORDER BY score DESC, name DESC /* {i} */",
+                        gold,
+                        path,
+                        suite=[path],
+                    ),
+                    range(300),
+                )
+            )
+    finally:
+        stop.set()
+        writer.join()
+    assert scores == [1.0] * 300
