@@ -8,6 +8,8 @@ import fcntl
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -201,3 +203,24 @@ def test_threads_on_one_shared_connection_each_get_their_own_deadline(tiny_cache
     for i in range(4):  # waited at most for the slow one, then ran under its own limit
         assert outcome[f"quick{i}"][0][0] > 0, outcome
     database.close()
+
+
+def test_threads_wanting_one_missing_file_build_it_once(tiny_cache, monkeypatch):
+    builds = []
+    build = databases._build
+
+    def counted(domain, seed, path):
+        builds.append(path)
+        time.sleep(0.05)  # long enough for every thread to find the file missing
+        build(domain, seed, path)
+
+    monkeypatch.setattr(databases, "_build", counted)
+    barrier = threading.Barrier(6)
+
+    def draw(_: int) -> Path:
+        barrier.wait()
+        return database_path("shop", 4242)
+
+    with ThreadPoolExecutor(6) as threads:
+        paths = set(threads.map(draw, range(6)))
+    assert len(paths) == 1 and len(builds) == 1

@@ -27,6 +27,7 @@ import os
 import re
 import sqlite3
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -97,12 +98,16 @@ def cached_file(
 ) -> Path:
     """``path``, built by ``build`` where it is missing, then held by ``hold`` (built again
     if it went in between); after a build, the files of its folder matching ``pattern``
-    beyond the ``keep`` most recently used are deleted (:func:`evict`)."""
+    beyond the ``keep`` most recently used are deleted (:func:`evict`). Threads that want
+    the same missing file build it once: the others wait for it (a GRPO group's envs
+    grading on one fuzzed copy at once)."""
     built = False
     for attempt in range(HOLD_TRIES):
         if not touch(path):
-            build()
-            built = True
+            with _BUILDING[hash(path) % len(_BUILDING)]:
+                if not touch(path):
+                    build()
+                    built = True
         try:
             if hold is not None:
                 hold(path)
@@ -113,6 +118,10 @@ def cached_file(
     if built:
         evict(path.parent, pattern, keep)
     return path
+
+
+_BUILDING = [threading.Lock() for _ in range(64)]
+"""Locks a build of a file takes (by its path's hash), so one thread builds it."""
 
 
 def touch(path: Path) -> bool:
