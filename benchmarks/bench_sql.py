@@ -337,6 +337,9 @@ def main() -> None:
     parser.add_argument("--near-miss-questions", type=int, default=300)
     parser.add_argument("--group", type=int, default=1, help="check each pair this many times")
     parser.add_argument(
+        "--duckdb-workers", type=int, help="the DuckDB pool's size (default: one per core, up to 4)"
+    )
+    parser.add_argument(
         "--threads",
         nargs="*",
         type=int,
@@ -352,6 +355,10 @@ def main() -> None:
         "or texts that differ (each check runs its query)",
     )
     args = parser.parse_args()
+    if args.duckdb_workers:
+        import palaestra.verifiers.sql_duckdb as duckdb_backend
+
+        duckdb_backend._pool = duckdb_backend.new_pool(args.duckdb_workers)
     for domain in DOMAINS:
         database_path(domain)  # built before timing
     print(f"load: {os.getloadavg()[0]:.2f}\n\n| measure | rate |\n| --- | ---: |")
