@@ -346,7 +346,8 @@ class SQLiteDatabase:
             return Refusal("error: the database file is missing") if reply == MISSING else reply
 
         return results.submit(
-            results.key(self.dialect, self.path, sql, max_rows),
+            results.key(self.dialect, self.path, sql),
+            max_rows,
             timeout,
             lambda: worker_query(
                 pool,

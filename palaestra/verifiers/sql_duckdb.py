@@ -168,7 +168,8 @@ class DuckDBDatabase:
         )
 
         return results.submit(
-            results.key(self.dialect, self.path, sql, max_rows),
+            results.key(self.dialect, self.path, sql),
+            max_rows,
             timeout,
             lambda: worker_query(
                 self.pool,

@@ -22,6 +22,7 @@ from palaestra.verifiers.sql import (
     execution_match,
     open_database,
 )
+from palaestra.verifiers.sql_results import results
 
 SQL_IDS = [
     "sql:Shop-v0",
@@ -158,6 +159,24 @@ def test_exploration_tools():
     assert call("sql", query="SELECT name FROM books WHERE (").startswith(
         "error: sql: syntax error"
     )
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "duckdb"])
+def test_an_answer_the_agent_already_ran_is_graded_without_running_again(backend):
+    if backend == "duckdb":
+        pytest.importorskip("duckdb", reason="needs the 'duckdb' extra")
+    env = palaestra.make("sql:Mixed-Tools-v0", backend=backend)
+    for seed in range(40):  # a question whose answer fits the tool's rows
+        env.reset(seed=seed)
+        query = env.unwrapped.oracle_query()
+        if len(env.unwrapped.query(query).rows) <= 20:
+            break
+    results.clear()  # what the search above ran
+    hermes = tool_format("hermes")
+    env.step(hermes.format(ToolCall("sql", {"query": query}), env.tools))  # its first 20 rows
+    hits = results.hits
+    _, reward, terminated, _, _ = env.step(f"<solution>{query}</solution>")
+    assert terminated and reward == 1.0 and results.hits == hits + 1
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "duckdb"])

@@ -55,14 +55,29 @@ def test_a_repeated_query_is_answered_without_running(backend, db):
         database.close()
 
 
-def test_the_row_cap_is_part_of_the_question(backend, db):
+def test_a_result_answers_lower_row_caps_and_a_cut_one_no_higher(backend, db):
     database = open_database(db, backend)
     try:
-        assert database.query("SELECT id FROM t", max_rows=2).truncated
-        assert not database.query("SELECT id FROM t", max_rows=10).truncated
-        assert database.query("SELECT id FROM t", max_rows=2).rows == [(0,), (1,)]
+        hits = results.hits
+        cut = database.query("SELECT id FROM t ORDER BY id", max_rows=2)
+        assert cut == QueryResult(["id"], [(0,), (1,)], True)
+        whole = database.query("SELECT id FROM t ORDER BY id", max_rows=10)  # runs: more rows
+        assert whole == QueryResult(["id"], [(0,), (1,), (2,), (3,)], False)
+        assert results.hits == hits
+        assert database.query("SELECT id FROM t ORDER BY id", max_rows=3).rows == whole.rows[:3]
+        assert database.query("SELECT id FROM t ORDER BY id", max_rows=3).truncated
+        assert database.query("SELECT id FROM t ORDER BY id", max_rows=4) == whole
+        assert database.query("SELECT id FROM t ORDER BY id", max_rows=50) == whole
+        assert results.hits == hits + 4
     finally:
         database.close()
+
+
+def test_a_cut_result_answers_its_own_cap():
+    cache, runs = ResultCache(), _Runs()
+    first = cache.submit(KEY, 1, 5.0, lambda: lambda: QueryResult(["n"], [(7,)], True))()
+    assert cache.submit(KEY, 1, 5.0, runs)() == first
+    assert cache.submit(KEY, 2, 5.0, runs)().rows == [(1,)] and runs.count == 1
 
 
 def test_a_replaced_file_is_asked_again(backend, tmp_path):
@@ -94,8 +109,8 @@ def test_a_replaced_file_is_asked_again(backend, tmp_path):
     ],
 )
 def test_a_query_that_may_answer_differently_is_never_kept(dialect, query, db):
-    assert ResultCache.key(dialect, db, query, 10) is None
-    assert ResultCache.key(dialect, db, "SELECT name FROM t WHERE name <> 'unknown'", 10)
+    assert ResultCache.key(dialect, db, query) is None
+    assert ResultCache.key(dialect, db, "SELECT name FROM t WHERE name <> 'unknown'")
 
 
 def test_random_values_are_drawn_again(backend, db):
@@ -125,14 +140,14 @@ class _Runs:
         return result
 
 
-KEY = ("sqlite", "x.sqlite", (1, 2, 3), "SELECT n", 10)
+KEY = ("sqlite", "x.sqlite", (1, 2, 3), "SELECT n")
 
 
 def test_a_result_is_given_only_within_the_asking_time_limit():
     cache, runs = ResultCache(), _Runs(seconds=0.05)
-    assert cache.submit(KEY, 5.0, runs)().rows == [(1,)]
-    assert cache.submit(KEY, 0.01, runs)().rows == [(2,)]  # it took longer than 0.01 s
-    assert cache.submit(KEY, 5.0, runs)().rows == [(2,)]
+    assert cache.submit(KEY, 10, 5.0, runs)().rows == [(1,)]
+    assert cache.submit(KEY, 10, 0.01, runs)().rows == [(2,)]  # it took longer than 0.01 s
+    assert cache.submit(KEY, 10, 5.0, runs)().rows == [(2,)]
     assert runs.count == 2
 
 
@@ -140,7 +155,7 @@ def test_failures_are_never_kept():
     cache, runs = ResultCache(), _Runs(fails=True)
     for _ in range(2):
         with pytest.raises(SQLError):
-            cache.submit(KEY, 5.0, runs)()
+            cache.submit(KEY, 10, 5.0, runs)()
     assert runs.count == 2
 
 
@@ -151,27 +166,27 @@ def test_the_cache_holds_its_byte_budget():
     def rows_of(size: int):
         return lambda: lambda: QueryResult(["s"], [("x" * size,)])
 
-    big.submit(KEY, 5.0, rows_of(1_001))()
-    assert big.submit(KEY, 5.0, _Runs())().rows == [(1,)]  # over ``largest``: not kept
-    keys = [(*KEY[:3], f"SELECT {i}", 10) for i in range(3)]
+    big.submit(KEY, 10, 5.0, rows_of(1_001))()
+    assert big.submit(KEY, 10, 5.0, _Runs())().rows == [(1,)]  # over ``largest``: not kept
+    keys = [(*KEY[:3], f"SELECT {i}") for i in range(3)]
     for key in keys:
-        cache.submit(key, 5.0, rows_of(1_000))()
-    assert cache.submit(keys[0], 5.0, _Runs())().rows == [(1,)]  # the oldest went
-    assert cache.submit(keys[2], 5.0, _Runs())().rows == [("x" * 1_000,)]
+        cache.submit(key, 10, 5.0, rows_of(1_000))()
+    assert cache.submit(keys[0], 10, 5.0, _Runs())().rows == [(1,)]  # the oldest went
+    assert cache.submit(keys[2], 10, 5.0, _Runs())().rows == [("x" * 1_000,)]
 
 
 def test_a_query_asked_while_it_runs_waits_for_that_run():
     cache, runs = ResultCache(), _Runs(seconds=0.3)
     with ThreadPoolExecutor(4) as threads:
-        answers = list(threads.map(lambda _: cache.submit(KEY, 5.0, runs)(), range(4)))
+        answers = list(threads.map(lambda _: cache.submit(KEY, 10, 5.0, runs)(), range(4)))
     assert runs.count == 1 and answers == [QueryResult(["n"], [(1,)])] * 4
     assert cache.hits == 3
 
 
 def test_the_run_in_flight_shares_its_failure_only_under_the_same_limit():
     cache, runs = ResultCache(), _Runs(seconds=0.3, fails=True)
-    first = cache.submit(KEY, 5.0, runs)
-    same, longer = cache.submit(KEY, 5.0, runs), cache.submit(KEY, 9.0, runs)
+    first = cache.submit(KEY, 10, 5.0, runs)
+    same, longer = cache.submit(KEY, 10, 5.0, runs), cache.submit(KEY, 10, 9.0, runs)
     for call in (first, same, longer):
         with pytest.raises(SQLError, match="time limit"):
             call()
@@ -180,10 +195,10 @@ def test_the_run_in_flight_shares_its_failure_only_under_the_same_limit():
 
 def test_a_run_whose_caller_never_asked_is_not_waited_for_twice():
     cache, runs = ResultCache(capacity=0), _Runs()  # nothing kept: each call runs or waits
-    cache.submit(KEY, 0.1, runs)  # its result is never taken
+    cache.submit(KEY, 10, 0.1, runs)  # its result is never taken
     started = time.monotonic()
-    assert cache.submit(KEY, 0.1, runs)().rows == [(2,)]
+    assert cache.submit(KEY, 10, 0.1, runs)().rows == [(2,)]
     assert 0.1 < time.monotonic() - started < 5.0  # waited for it, then ran its own
     started = time.monotonic()
-    assert cache.submit(KEY, 0.1, runs)().rows == [(3,)]
+    assert cache.submit(KEY, 10, 0.1, runs)().rows == [(3,)]
     assert time.monotonic() - started < 0.1  # the abandoned run was forgotten
