@@ -154,7 +154,6 @@ def test_workers_side_by_side_each_answer_from_their_own_load(tmp_path):
         with ThreadPoolExecutor(6) as threads:
             answers = list(threads.map(ask, range(60)))
         assert answers == [([(task % 3 + 1,)], ["n"]) for task in range(60)]
-        assert len(pool.pids) == 2
     finally:
         pool.close()
 

@@ -198,7 +198,7 @@ def test_a_run_whose_caller_never_asked_is_not_waited_for_twice():
     cache.submit(KEY, 10, 0.1, runs)  # its result is never taken
     started = time.monotonic()
     assert cache.submit(KEY, 10, 0.1, runs)().rows == [(2,)]
-    assert 0.1 < time.monotonic() - started < 5.0  # waited for it, then ran its own
+    assert 1.5 < time.monotonic() - started < 10.0  # waited for it, then ran its own
     started = time.monotonic()
     assert cache.submit(KEY, 10, 0.1, runs)().rows == [(3,)]
-    assert time.monotonic() - started < 0.1  # the abandoned run was forgotten
+    assert time.monotonic() - started < 1.0  # the abandoned run was forgotten (a wait: 1.6 s)
