@@ -31,7 +31,7 @@ __all__ = ["VOLATILE", "ResultCache", "ResultKey", "results"]
 
 VOLATILE = re.compile(
     r"(?i)\b(?:\w*random\w*|\w*uuid\w*|now|today|\w*current\w*|transaction_timestamp|"
-    r"localtime|nextval|currval|setseed|\w*changes|last_insert_rowid)\b"
+    r"localtime\w*|nextval|currval|setseed|\w*changes|last_insert_rowid)\b"
 )
 """Names a query that may answer differently each run can hardly be written without
 (``random()``, ``now()``, SQLite's ``date('now')``...): such a query always runs. A false

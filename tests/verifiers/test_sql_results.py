@@ -105,6 +105,7 @@ def test_a_replaced_file_is_asked_again(backend, tmp_path):
         ("duckdb", "SELECT gen_random_uuid()"),
         ("duckdb", "SELECT now()"),
         ("duckdb", "SELECT current_timestamp"),
+        ("duckdb", "SELECT localtimestamp"),
         ("duckdb", "SELECT nextval('s')"),
     ],
 )
