@@ -8,8 +8,9 @@ before without a worker round trip, and a query asked while the same one runs (a
 answers checked on threads at once) waits for that run instead of starting its own. A kept
 result is given only to a call whose time limit it ran within; failures are never kept (a
 time-out depends on the machine's load), nor is a query that may answer differently each
-run (:data:`VOLATILE`). The key holds the file's version, so a rebuilt file is asked anew,
-and a result answers a call under a lower row cap too.
+run (:data:`VOLATILE`). The key holds the file's version, so a rebuilt file is asked anew.
+A result answers a call under a lower row cap (its first rows), and one that was not cut
+answers any cap: a short result the ``sql`` tool showed answers the check of that query.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ Send = Callable[[], Callable[[], QueryResult]]
 
 @dataclass(frozen=True, slots=True)
 class _Kept:
+    """A run's result, the row cap and time it ran with, and its size in bytes."""
+
     result: QueryResult
     max_rows: int
     """The row cap it ran under."""
@@ -65,9 +68,9 @@ class _Kept:
 class ResultCache:
     """Results of agents' queries by :data:`ResultKey` (module docstring), the most
     recently used kept up to ``capacity`` bytes (the query's text and its values; none over
-    ``largest``; ``capacity=0`` keeps none). A result answers a call under a lower row cap
-    too (the ``sql`` tool's 20 rows, then the answer's check). ``hits`` counts the calls
-    answered without a run of their own."""
+    ``largest``; ``capacity=0`` keeps none); one per query and file, answering the row caps
+    it tells (:meth:`_Kept.answers`). ``hits`` counts the calls answered without a run of
+    their own."""
 
     def __init__(self, capacity: int = 64_000_000, largest: int = 1_000_000) -> None:
         self.capacity, self.largest = capacity, largest
