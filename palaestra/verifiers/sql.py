@@ -596,12 +596,15 @@ def execution_match(
     rows (LIMIT) is judged on ``db_path`` only, since rows may tie at the cut elsewhere.
     """
     paths = [Path(db_path), *(() if has_limit(gold_sql) else map(Path, suite))]
-    if backend == "sqlite":  # held for the whole check: no other thread closes them meanwhile
-        leases = [lease_database(path) for path in paths]
-        databases: list[Database] = [lease.database for lease in leases]
-    else:
-        leases, databases = [], [open_database(path, backend) for path in paths]
+    leases: list[DatabaseLease] = []  # held for the whole check: no thread closes them meanwhile
+    databases: list[Database] = []
     try:
+        for path in paths:
+            if backend == "sqlite":
+                leases.append(lease_database(path))
+                databases.append(leases[-1].database)
+            else:
+                databases.append(open_database(path, backend))
         for index, path in enumerate(paths):
             database = databases[index]
             gold = functools.partial(
