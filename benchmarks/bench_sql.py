@@ -12,7 +12,8 @@
   question G times in a row, as a GRPO group does; ``--answers same distinct`` times both
   a group that repeats one answer (the repeats come from the result cache) and one whose
   answers all differ in text (every check runs its query); ``--threads 1 8`` checks one at
-  a time and on 8 threads at once (a runner steps envs on threads).
+  a time and on 8 threads at once (a runner steps envs on threads); ``--duckdb-workers N``
+  sizes the DuckDB pool.
 
     python benchmarks/bench_sql.py --episodes 300 --checks 300
 
