@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,11 @@ def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory):
     patch.setenv("PALAESTRA_CACHE_DIR", str(tmp_path_factory.mktemp("palaestra-cache")))
     yield
     patch.undo()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_sql_results():
+    """Each test's agent queries run (none answered from an earlier test's result cache)."""
+    cache = sys.modules.get("palaestra.verifiers.sql_results")
+    if cache is not None:
+        cache.results.clear()
