@@ -359,7 +359,7 @@ def main() -> None:
     if args.duckdb_workers:
         import palaestra.verifiers.sql_duckdb as duckdb_backend
 
-        duckdb_backend._pool = duckdb_backend.new_pool(args.duckdb_workers)
+        duckdb_backend.default_pool.replace(duckdb_backend.new_pool(args.duckdb_workers))
     for domain in DOMAINS:
         database_path(domain)  # built before timing
     print(f"load: {os.getloadavg()[0]:.2f}\n\n| measure | rate |\n| --- | ---: |")

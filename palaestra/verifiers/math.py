@@ -44,11 +44,11 @@ from __future__ import annotations
 
 import atexit
 import re
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from palaestra.core.shared import process_wide
 from palaestra.verifiers.extract import answer_phrase, boxed_contents, last_tagged
 from palaestra.verifiers.math_normalize import (
     MAX_FAST_NUMBER_CHARS,
@@ -299,19 +299,13 @@ def _gold_text(gold: str | int | float | Fraction) -> str:
     return boxes[0] if len(boxes) == 1 and boxes[0].strip() else gold
 
 
-_default: MathVerifier | None = None
-_default_lock = threading.Lock()
-
-
+@process_wide
 def default_verifier() -> MathVerifier:
-    """The shared :class:`MathVerifier` behind :func:`verify`: created on first use under a
-    lock (threads resetting envs at once share one worker pool), closed at interpreter exit."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = MathVerifier()
-            atexit.register(_default.close)
-        return _default
+    """The shared :class:`MathVerifier` behind :func:`verify`: created on first use (threads
+    resetting envs at once share one worker pool), closed at interpreter exit."""
+    verifier = MathVerifier()
+    atexit.register(verifier.close)
+    return verifier
 
 
 def verify(completion: str, gold: Gold, *, timeout: float | None = None) -> float:

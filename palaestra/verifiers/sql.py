@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from palaestra.core.shared import process_wide
 from palaestra.verifiers.sql_backend import (
     BACKENDS,
     DEFAULT_MAX_ROWS,
@@ -231,17 +232,10 @@ def run_query(
     return QueryResult(columns, rows, truncated=truncated)
 
 
-_pool: WorkerPool | None = None
-_pool_lock = threading.Lock()
-
-
+@process_wide
 def default_pool() -> WorkerPool:
     """The worker processes SQLite databases share by default (started on first use)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = WorkerPool(preload=("palaestra.verifiers.sql",), memory_mb=WORKER_MEMORY_MB)
-        return _pool
+    return WorkerPool(preload=("palaestra.verifiers.sql",), memory_mb=WORKER_MEMORY_MB)
 
 
 _worker_connections: OrderedDict[str, tuple[tuple[int, int, int], sqlite3.Connection]] = (
@@ -477,17 +471,10 @@ class DatabaseLease:
         self.close = weakref.finalize(self, databases.release, database)
 
 
-_shared: SharedDatabases | None = None
-_shared_lock = threading.Lock()
-
-
+@process_wide
 def shared_databases() -> SharedDatabases:
-    """The process's :class:`SharedDatabases` (made under a lock)."""
-    global _shared
-    with _shared_lock:
-        if _shared is None:
-            _shared = SharedDatabases()
-        return _shared
+    """The process's :class:`SharedDatabases`."""
+    return SharedDatabases()
 
 
 def lease_database(path: str | Path) -> DatabaseLease:
@@ -658,17 +645,10 @@ class GoldCache:
         return gold
 
 
-_golds: GoldCache | None = None
-_golds_lock = threading.Lock()
-
-
+@process_wide
 def default_golds() -> GoldCache:
-    """The :class:`GoldCache` :func:`execution_match` shares (made under a lock)."""
-    global _golds
-    with _golds_lock:
-        if _golds is None:
-            _golds = GoldCache()
-        return _golds
+    """The :class:`GoldCache` :func:`execution_match` shares."""
+    return GoldCache()
 
 
 def _submit_predicted(

@@ -31,11 +31,11 @@ its file lately when there is one, so a file is seldom loaded twice.
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from palaestra.core.shared import process_wide
 from palaestra.verifiers.sql_backend import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT,
@@ -65,9 +65,6 @@ CATALOG_TIMEOUT_S = 30.0
 
 # -- the parent side -----------------------------------------------------------------------
 
-_pool: WorkerPool | None = None
-_pool_lock = threading.Lock()
-
 
 def new_pool(workers: int | None = None) -> WorkerPool:
     """A pool of DuckDB workers (default: one per core, at most 4; each started on first
@@ -80,13 +77,10 @@ def new_pool(workers: int | None = None) -> WorkerPool:
     )
 
 
+@process_wide
 def default_pool() -> WorkerPool:
     """The pool DuckDB databases share by default (:func:`new_pool`'s size)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = new_pool()
-        return _pool
+    return new_pool()
 
 
 class DuckDBDatabase:
