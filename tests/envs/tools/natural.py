@@ -422,3 +422,12 @@ PARAPHRASES = {
     },
 }
 """The right reason in the words a competent agent uses, per domain and reason code."""
+
+
+def appointment_end(start: str) -> str:
+    """The sentence an agent tells an appointment's end in, one slot after ``start``."""
+    from palaestra.envs.tools.clinic.database import SLOT_MINUTES
+
+    hour, minute = (int(part) for part in start.split(":"))
+    end = hour * 60 + minute + SLOT_MINUTES
+    return f"It ends at {end // 60:02d}:{end % 60:02d}."

@@ -15,7 +15,7 @@ from palaestra.core.tool_calls import ToolCall
 from palaestra.envs.tools.env import DomainTools, oracle_calls
 from palaestra.envs.tools.facts import AMOUNT, DOCTOR, REASON, TIME, Fact, merge, shown
 from palaestra.envs.tools.user import THANKS, YES
-from tests.envs.tools.natural import PARAPHRASES
+from tests.envs.tools.natural import PARAPHRASES, appointment_end
 from tests.envs.tools.test_attacks import (
     IDS,
     READS,
@@ -245,9 +245,7 @@ def _worked_out(fact: Fact, seen: dict) -> str | None:
             change = abs(before - Decimal(fact.value))
             return f"That is a change of ${change:,.2f} from the ${before:,.2f} before."
     if fact.kind == TIME:
-        hour, minute = (int(part) for part in fact.value.split(":"))
-        end = hour * 60 + minute + 30
-        return f"It ends at {end // 60:02d}:{end % 60:02d}."
+        return appointment_end(fact.value)
     return None
 
 

@@ -34,7 +34,7 @@ from palaestra.envs.tools.facts import (
     Vocabulary,
     values,
 )
-from tests.envs.tools.natural import PARAPHRASES, QUESTIONS
+from tests.envs.tools.natural import PARAPHRASES, QUESTIONS, appointment_end
 from tests.envs.tools.test_attacks import (
     IDS,
     Script,
@@ -115,9 +115,7 @@ def _worked_out(fact: Fact, records: str) -> str | None:
             change = abs(before[0] - float(fact.value))
             return f"That is a change of ${change:,.2f} from the ${before[0]:,.2f} shown before."
     if fact.kind == TIME:
-        hour, minute = (int(part) for part in fact.value.split(":"))
-        end = hour * 60 + minute + 30
-        return f"It ends at {end // 60:02d}:{end % 60:02d}."
+        return appointment_end(fact.value)
     return None
 
 
